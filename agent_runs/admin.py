@@ -1,0 +1,91 @@
+"""Threads, runs and messages for staff. History is read-only: it is what the user saw."""
+
+from typing import Any
+
+from django.contrib import admin
+from django.http import HttpRequest
+
+from agent_runs.models import ApiToken, Message, Run, Thread
+
+
+class ReadOnlyAdminMixin:
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+class MessageInline(ReadOnlyAdminMixin, admin.TabularInline):
+    model = Message
+    fields = ("seq", "role", "message_id", "content", "metadata", "visibility_mask", "created_at")
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+    ordering = ("seq",)
+
+
+class RunInline(ReadOnlyAdminMixin, admin.TabularInline):
+    model = Run
+    fields = ("run_id", "status", "runtime_mode", "created_at", "started_at", "finished_at")
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+    show_change_link = True
+
+
+@admin.register(Thread)
+class ThreadAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    list_display = ("id", "owner", "last_seq", "created_at", "updated_at")
+    list_filter = (("created_at", admin.DateFieldListFilter), "owner")
+    search_fields = ("id", "owner__username")
+    list_select_related = ("owner",)
+    date_hierarchy = "created_at"
+    inlines = (RunInline,)
+
+
+@admin.register(Run)
+class RunAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    list_display = ("run_id", "thread", "owner", "status", "runtime_mode", "created_at", "duration")
+    list_filter = (
+        "status",
+        "runtime_mode",
+        ("created_at", admin.DateFieldListFilter),
+        "thread__owner",
+    )
+    search_fields = ("run_id", "=thread__id", "=task_id", "parent_run_id")
+    list_select_related = ("thread__owner",)
+    date_hierarchy = "created_at"
+    readonly_fields = [field.name for field in Run._meta.fields]
+    inlines = (MessageInline,)
+
+    @admin.display(ordering="thread__owner__username")
+    def owner(self, run: Run) -> Any:
+        return run.thread.owner
+
+    @admin.display(description="duration (s)")
+    def duration(self, run: Run) -> str:
+        if run.started_at and run.finished_at:
+            return f"{(run.finished_at - run.started_at).total_seconds():.3f}"
+        return "-"
+
+
+@admin.register(Message)
+class MessageAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    list_display = ("thread", "seq", "role", "message_id", "run", "created_at")
+    list_filter = ("role", ("created_at", admin.DateFieldListFilter), "thread__owner")
+    search_fields = ("=thread__id", "run__run_id", "message_id")
+    list_select_related = ("thread", "run")
+    readonly_fields = [field.name for field in Message._meta.fields]
+
+
+@admin.register(ApiToken)
+class ApiTokenAdmin(admin.ModelAdmin):
+    list_display = ("prefix", "user", "created_at", "last_used_at")
+    search_fields = ("user__username", "prefix")
+    readonly_fields = ("prefix", "created_at", "last_used_at")
+    list_select_related = ("user",)
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        # Tokens are made by `manage.py create_api_token`, which shows the key once.
+        return False

@@ -1,0 +1,18 @@
+"""RQ entry points: they take ids and call one service."""
+
+from typing import Any
+
+from agent_runs.execution import run_execute, run_fail
+from agent_runs.models import Run
+
+
+def run_execute_job(run_pk: int) -> None:
+    run = Run.objects.filter(pk=run_pk).first()
+    if run is not None:
+        run_execute(run=run)
+
+
+def run_job_failed(job: Any, connection: Any, exc_type: Any, exc_value: Any, tb: Any) -> None:
+    """RQ's failure callback: the job died outside our own error handling (a timeout or a
+    killed work-horse), so the run must not stay ``running``."""
+    run_fail(run_pk=job.args[0], error=f"the job failed: {exc_type.__name__}: {exc_value}")

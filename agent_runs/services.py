@@ -1,0 +1,150 @@
+"""Writes of the run API: threads, messages, runs, and putting runs on the queue."""
+
+import logging
+import secrets
+from functools import partial
+from typing import Any
+
+import django_rq
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import IntegrityError, transaction
+from django.http import Http404
+from redis.exceptions import RedisError
+from rq import Callback
+
+from agent_runs.errors import RunIdConflict
+from agent_runs.models import ApiToken, Message, Run, Thread, Visibility
+from agent_runs.schemas import RunAgentInput, TaskAcceptedResponse, snapshot_sha256, user_text
+
+logger = logging.getLogger(__name__)
+
+RUN_JOB = "agent_runs.jobs.run_execute_job"
+RUN_JOB_FAILED = "agent_runs.jobs.run_job_failed"
+
+
+def run_create(*, user: AbstractBaseUser, run_input: RunAgentInput) -> Run:
+    """Store the thread (if new), the user message and the queued run; enqueue on commit.
+
+    spec/run-agent-input.md, Response. Idempotent per (threadId, runId): the same body
+    returns the existing run, a different body raises ``RunIdConflict``.
+    """
+    snapshot = run_input.snapshot()
+    try:
+        return _run_create(user=user, run_input=run_input, snapshot=snapshot)
+    except IntegrityError:
+        # A concurrent request created the same new thread first: retry once, now under
+        # that thread's row lock.
+        return _run_create(user=user, run_input=run_input, snapshot=snapshot)
+
+
+@transaction.atomic
+def _run_create(*, user: AbstractBaseUser, run_input: RunAgentInput, snapshot: dict[str, Any]) -> Run:
+    input_sha256 = snapshot_sha256(snapshot)
+    thread, thread_created = _thread_lock_or_create(user=user, thread_id=run_input.thread_id)
+    existing = Run.objects.filter(thread=thread, run_id=run_input.run_id).first()
+    if existing is not None:
+        if existing.input_sha256 != input_sha256:
+            raise RunIdConflict()
+        return existing
+    props = run_input.forwarded_props
+    run = Run.objects.create(
+        thread=thread,
+        run_id=run_input.run_id,
+        parent_run_id=run_input.parent_run_id or "",
+        runtime_mode=props.runtime_mode,
+        input=snapshot,
+        input_sha256=input_sha256,
+        client_time=props.client_time.model_dump() if props.client_time else None,
+        created_thread=thread_created,
+    )
+    message = run_input.user_message
+    blocks = [] if isinstance(message.content, str) else snapshot["messages"][0]["content"]
+    message_append(
+        thread=thread,
+        run=run,
+        role=Message.Role.USER,
+        message_id=message.id,
+        content=user_text(message.content),
+        content_blocks=blocks,
+        metadata={"run_id": run.run_id, "message_id": message.id},
+    )
+    transaction.on_commit(partial(run_enqueue, run=run))
+    return run
+
+
+def _thread_lock_or_create(*, user: AbstractBaseUser, thread_id: Any) -> tuple[Thread, bool]:
+    thread = Thread.objects.select_for_update().filter(pk=thread_id).first()
+    if thread is None:
+        return Thread.objects.create(id=thread_id, owner_id=user.pk), True
+    if thread.owner_id != user.pk:
+        raise Http404
+    return thread, False
+
+
+def message_append(
+    *,
+    thread: Thread,
+    run: Run | None,
+    role: Message.Role,
+    message_id: str,
+    content: str,
+    content_blocks: list[Any] | None = None,
+    metadata: dict[str, Any] | None = None,
+    visibility: Visibility = Visibility.ALL,
+) -> Message:
+    """Append a message with the thread's next ``seq``. The caller holds the thread's row
+    lock (``select_for_update``) inside a transaction."""
+    thread.last_seq += 1
+    thread.save(update_fields=["last_seq", "updated_at"])
+    return Message.objects.create(
+        thread=thread,
+        run=run,
+        seq=thread.last_seq,
+        message_id=message_id,
+        role=role,
+        content=content,
+        content_blocks=content_blocks or [],
+        metadata=metadata or {},
+        visibility_mask=int(visibility),
+    )
+
+
+def run_enqueue(*, run: Run) -> None:
+    """Put the run's job on the queue. Redis being down loses nothing: the run stays
+    ``queued`` in the database and the worker's recovery enqueues it again."""
+    queue = django_rq.get_queue(settings.AGENT_RUNS_QUEUE)
+    try:
+        queue.enqueue(
+            RUN_JOB,
+            run.pk,
+            job_id=str(run.task_id),
+            on_failure=Callback(RUN_JOB_FAILED),
+            result_ttl=3600,
+            failure_ttl=7 * 24 * 3600,
+        )
+    except RedisError:
+        logger.exception("could not enqueue run %s; it stays queued for recovery", run.pk)
+
+
+def task_accepted_response(*, run: Run) -> TaskAcceptedResponse:
+    return TaskAcceptedResponse(
+        task_id=str(run.task_id),
+        thread_id=str(run.thread_id),
+        run_id=run.run_id,
+        created=run.created_thread,
+    )
+
+
+@transaction.atomic
+def api_token_create(*, username: str) -> str:
+    """Create the user if missing and a new API token for it; return the raw token, which
+    is shown once and stored only as a hash."""
+    user, created = get_user_model().objects.get_or_create(username=username)
+    if created:
+        user.set_unusable_password()
+        user.save(update_fields=["password"])
+    raw_key = secrets.token_urlsafe(32)
+    ApiToken.objects.create(user=user, key_hash=ApiToken.hash_key(raw_key), prefix=raw_key[:8])
+    return raw_key

@@ -1,0 +1,26 @@
+"""The RQ worker for runs.
+
+It imports the job module, and with it AgentScope, in the parent process before any fork,
+so a work-horse starts with everything loaded (DESIGN.md: RQ forks per job).
+"""
+
+import logging
+from typing import Any
+
+from django.db import connections
+from rq import Worker
+
+import agent_runs.jobs  # noqa: F401 - preloaded on purpose, see the module docstring
+from agent_runs.execution import runs_recover
+
+logger = logging.getLogger(__name__)
+
+
+class RunWorker(Worker):
+    def work(self, *args: Any, **kwargs: Any) -> bool:
+        failed, enqueued = runs_recover()
+        if failed or enqueued:
+            logger.info("recovered runs: %d failed, %d threads re-enqueued", failed, enqueued)
+        # A connection opened here must not be shared with forked work-horses.
+        connections.close_all()
+        return bool(super().work(*args, **kwargs))

@@ -1,0 +1,22 @@
+"""The one place where domain errors become HTTP responses: ``{"detail": "<message>"}``."""
+
+from typing import Any
+
+from rest_framework import status
+from rest_framework.response import Response
+from rest_framework.views import exception_handler
+
+from agent_runs.errors import RunIdConflict, RunInputInvalid, RunPayloadTooLarge
+
+_STATUS_BY_ERROR: dict[type[Exception], int] = {
+    RunPayloadTooLarge: status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
+    RunInputInvalid: status.HTTP_422_UNPROCESSABLE_ENTITY,
+    RunIdConflict: status.HTTP_409_CONFLICT,
+}
+
+
+def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    for error_class, status_code in _STATUS_BY_ERROR.items():
+        if isinstance(exc, error_class):
+            return Response({"detail": str(exc)}, status=status_code)
+    return exception_handler(exc, context)
