@@ -1,0 +1,108 @@
+"""Runs going through a real RQ worker (forking work-horses) on PostgreSQL and Redis."""
+
+from typing import Any
+
+import pytest
+from django.db import connections
+
+from agent_runs.demo_model import demo_answer
+from agent_runs.models import Message, Run
+from agent_runs.services import run_enqueue
+from agent_runs.worker import RunWorker
+from tests.conftest import post_run, run_input
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.integration]
+
+
+def work_burst(queue: Any) -> None:
+    """Run a real worker until the queue is empty; it forks a work-horse per job."""
+    connections.close_all()
+    worker = RunWorker([queue], connection=queue.connection)
+    worker.work(burst=True)
+
+
+def test_a_run_goes_from_queued_to_completed_through_the_worker(alice, redis_queue):
+    body = run_input(messages=[{"id": "m1", "role": "user", "content": "Hello there, agent"}])
+    response = post_run(alice, body)
+    run = Run.objects.get(run_id=body["runId"])
+    assert run.status == Run.Status.QUEUED
+    assert redis_queue.job_ids == [response.json()["taskId"]]
+
+    work_burst(redis_queue)
+
+    run.refresh_from_db()
+    assert run.status == Run.Status.COMPLETED, run.error
+    assert run.started_at is not None and run.finished_at >= run.started_at
+    assistant = Message.objects.get(run=run, role=Message.Role.ASSISTANT)
+    assert assistant.seq == 2
+    assert assistant.content == demo_answer("Hello there, agent")
+    assert assistant.metadata["run_id"] == body["runId"]
+    assert assistant.metadata["stage"] == "worker"
+    assert assistant.metadata["message_id"] == assistant.message_id
+    assert isinstance(assistant.metadata["latency_ms"], int)
+
+
+def test_runs_of_one_thread_run_one_after_the_other_in_order(alice, redis_queue):
+    first = run_input(runId="run-1")
+    post_run(alice, first)
+    post_run(alice, run_input(threadId=first["threadId"], runId="run-2"))
+    run_1, run_2 = Run.objects.order_by("pk")
+    # The second run's job reaches the worker first: it must wait for the first run.
+    redis_queue.empty()
+    run_enqueue(run=run_2)
+    run_enqueue(run=run_1)
+
+    work_burst(redis_queue)
+
+    run_1.refresh_from_db()
+    run_2.refresh_from_db()
+    assert run_1.status == run_2.status == Run.Status.COMPLETED
+    assert run_2.started_at >= run_1.finished_at
+    roles = list(Message.objects.order_by("seq").values_list("run__run_id", "role"))
+    assert roles == [
+        ("run-1", "user"),
+        ("run-2", "user"),
+        ("run-1", "assistant"),
+        ("run-2", "assistant"),
+    ]
+
+
+def test_a_run_does_not_start_while_another_run_of_its_thread_is_running(alice, redis_queue):
+    first = run_input(runId="run-1")
+    post_run(alice, first)
+    post_run(alice, run_input(threadId=first["threadId"], runId="run-2"))
+    run_1, run_2 = Run.objects.order_by("pk")
+    Run.objects.filter(pk=run_1.pk).update(status=Run.Status.RUNNING)  # another worker has it
+
+    work_burst(redis_queue)
+
+    run_2.refresh_from_db()
+    assert run_2.status == Run.Status.QUEUED
+    assert not Message.objects.filter(role=Message.Role.ASSISTANT).exists()
+
+
+def test_a_run_that_fails_is_marked_failed_with_its_error_kept(alice, redis_queue):
+    body = run_input()
+    post_run(alice, body)
+    run = Run.objects.get(run_id=body["runId"])
+    # The user message is gone, so the job cannot build its prompt.
+    Message.objects.filter(run=run).delete()
+
+    work_burst(redis_queue)
+
+    run.refresh_from_db()
+    assert run.status == Run.Status.FAILED
+    assert "DoesNotExist" in run.error
+    assert run.finished_at is not None
+
+
+def test_a_run_whose_job_was_lost_with_redis_is_recovered_by_the_next_worker(alice, redis_queue):
+    body = run_input()
+    post_run(alice, body)
+    redis_queue.connection.flushdb()  # Redis lost everything; PostgreSQL still has the run
+
+    work_burst(redis_queue)
+
+    run = Run.objects.get(run_id=body["runId"])
+    assert run.status == Run.Status.COMPLETED, run.error
+
