@@ -6,6 +6,7 @@ Only the worker imports this module (it imports AgentScope through the pipeline)
 import asyncio
 import logging
 import traceback
+import uuid
 from datetime import timedelta
 
 from django.conf import settings
@@ -80,7 +81,7 @@ def run_fail(*, run_pk: int, error: str) -> bool:
     return updated == 1
 
 
-def run_dispatch_next(*, thread_id: object) -> None:
+def run_dispatch_next(*, thread_id: uuid.UUID) -> None:
     """Enqueue the thread's oldest queued run, whose job may have found it not its turn."""
     run = selectors.run_next_queued(thread_id=thread_id)
     if run is not None:

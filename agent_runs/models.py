@@ -13,7 +13,9 @@ class ApiToken(models.Model):
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens"
     )
     key_hash = models.CharField(max_length=64, unique=True, editable=False)
-    prefix = models.CharField(max_length=8, editable=False, help_text="First characters, to tell tokens apart.")
+    prefix = models.CharField(
+        max_length=8, editable=False, help_text="First characters, to tell tokens apart."
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     last_used_at = models.DateTimeField(null=True, blank=True)
 
@@ -89,7 +91,9 @@ class Run(models.Model):
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["thread", "run_id"], name="run_unique_run_id_per_thread")
+            models.UniqueConstraint(
+                fields=["thread", "run_id"], name="run_unique_run_id_per_thread"
+            )
         ]
         indexes = [
             models.Index(fields=["thread", "status"], name="run_thread_status"),

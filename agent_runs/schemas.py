@@ -24,9 +24,7 @@ MAX_USER_TEXT_CHARS = 10_000
 MAX_ATTACHMENTS_PER_MESSAGE = 3
 # The largest epoch in milliseconds that a datetime can hold (9999-12-31T23:59:59.999Z).
 _MAX_EPOCH_MS = 253_402_300_799_999
-_RFC3339 = re.compile(
-    r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$"
-)
+_RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$")
 _FORWARDED_PROPS_KEYS = {"runtime_mode", "client_time"}
 
 
@@ -116,7 +114,6 @@ class RunAgentInput(_Camel):
         """The canonical camelCase form, stored with the run and hashed for idempotency."""
         data: dict[str, Any] = self.model_dump(mode="json", by_alias=True, exclude_none=True)
         return data
-
 
 
 class TaskAcceptedResponse(_Camel):

@@ -2,7 +2,7 @@
 
 import logging
 import secrets
-from functools import partial
+from functools import cache, partial
 from typing import Any
 
 import django_rq
@@ -12,7 +12,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
 from django.http import Http404
 from redis.exceptions import RedisError
-from rq import Callback
+from rq import Callback, Queue
 
 from agent_runs.errors import RunIdConflict
 from agent_runs.models import ApiToken, Message, Run, Thread, Visibility
@@ -40,7 +40,9 @@ def run_create(*, user: AbstractBaseUser, run_input: RunAgentInput) -> Run:
 
 
 @transaction.atomic
-def _run_create(*, user: AbstractBaseUser, run_input: RunAgentInput, snapshot: dict[str, Any]) -> Run:
+def _run_create(
+    *, user: AbstractBaseUser, run_input: RunAgentInput, snapshot: dict[str, Any]
+) -> Run:
     input_sha256 = snapshot_sha256(snapshot)
     thread, thread_created = _thread_lock_or_create(user=user, thread_id=run_input.thread_id)
     existing = Run.objects.filter(thread=thread, run_id=run_input.run_id).first()
@@ -111,12 +113,18 @@ def message_append(
     )
 
 
+@cache
+def runs_queue() -> Queue:
+    """The runs queue, made once per process so its Redis connection pool is reused
+    (redis-py pools are thread-safe and reset themselves after a fork)."""
+    return django_rq.get_queue(settings.AGENT_RUNS_QUEUE)
+
+
 def run_enqueue(*, run: Run) -> None:
     """Put the run's job on the queue. Redis being down loses nothing: the run stays
     ``queued`` in the database and the worker's recovery enqueues it again."""
-    queue = django_rq.get_queue(settings.AGENT_RUNS_QUEUE)
     try:
-        queue.enqueue(
+        runs_queue().enqueue(
             RUN_JOB,
             run.pk,
             job_id=str(run.task_id),

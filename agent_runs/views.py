@@ -1,5 +1,7 @@
 import json
+from typing import cast
 
+from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import RequestDataTooBig
 from rest_framework import status
 from rest_framework.exceptions import ParseError, UnsupportedMediaType
@@ -21,7 +23,10 @@ class RunCreateApi(APIView):
             raw = json.loads(body)
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise ParseError(f"malformed JSON: {exc}") from None
-        run = services.run_create(user=request.user, run_input=parse_run_agent_input(raw))
+        run_input = parse_run_agent_input(raw)
+        # IsAuthenticated has already refused anonymous callers.
+        user = cast(AbstractBaseUser, request.user)
+        run = services.run_create(user=user, run_input=run_input)
         response = services.task_accepted_response(run=run)
         return Response(response.to_wire(), status=status.HTTP_202_ACCEPTED)
 

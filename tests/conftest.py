@@ -1,11 +1,12 @@
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import django_rq
 import pytest
 from django.conf import settings
 from django.db import connection
+from django.test import TestCase
 from rest_framework.test import APIClient
 
 from agent_runs.services import api_token_create
@@ -67,4 +68,11 @@ def run_input(**overrides: Any) -> dict[str, Any]:
 
 
 def post_run(client: APIClient, body: Any) -> Any:
-    return client.post("/api/v1/agent/runs", body, format="json")
+    return send(lambda: client.post("/api/v1/agent/runs", body, format="json"))
+
+
+def send(request: Callable[[], Any]) -> Any:
+    """Make a request and run its on-commit callbacks (the enqueue) as a real commit would,
+    also inside the test's wrapping transaction."""
+    with TestCase.captureOnCommitCallbacks(execute=True):
+        return request()

@@ -32,7 +32,8 @@ def test_a_run_goes_from_queued_to_completed_through_the_worker(alice, redis_que
 
     run.refresh_from_db()
     assert run.status == Run.Status.COMPLETED, run.error
-    assert run.started_at is not None and run.finished_at >= run.started_at
+    assert run.started_at is not None and run.finished_at is not None
+    assert run.finished_at >= run.started_at
     assistant = Message.objects.get(run=run, role=Message.Role.ASSISTANT)
     assert assistant.seq == 2
     assert assistant.content == demo_answer("Hello there, agent")
@@ -57,6 +58,7 @@ def test_runs_of_one_thread_run_one_after_the_other_in_order(alice, redis_queue)
     run_1.refresh_from_db()
     run_2.refresh_from_db()
     assert run_1.status == run_2.status == Run.Status.COMPLETED
+    assert run_2.started_at is not None and run_1.finished_at is not None
     assert run_2.started_at >= run_1.finished_at
     roles = list(Message.objects.order_by("seq").values_list("run__run_id", "role"))
     assert roles == [
@@ -105,4 +107,3 @@ def test_a_run_whose_job_was_lost_with_redis_is_recovered_by_the_next_worker(ali
 
     run = Run.objects.get(run_id=body["runId"])
     assert run.status == Run.Status.COMPLETED, run.error
-

@@ -8,9 +8,7 @@ from tests.conftest import post_run, run_input
 pytestmark = pytest.mark.django_db
 
 
-def test_retrying_the_same_run_answers_the_same_response_without_a_second_run(
-    alice, redis_queue
-):
+def test_retrying_the_same_run_answers_the_same_response_without_a_second_run(alice, redis_queue):
     body = run_input()
     first = post_run(alice, body)
     retry = post_run(alice, body)
@@ -19,6 +17,7 @@ def test_retrying_the_same_run_answers_the_same_response_without_a_second_run(
     assert retry.json()["created"] is True  # the same answer as the first time
     assert Run.objects.count() == 1
     assert Message.objects.count() == 1
+    assert redis_queue.job_ids == [first.json()["taskId"]]
 
 
 def test_a_retry_in_snake_case_is_the_same_request(alice, redis_queue):

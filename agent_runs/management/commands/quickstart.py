@@ -25,7 +25,7 @@ class Command(BaseCommand):
         parser.add_argument("--port", type=int, default=8000)
 
     def handle(self, *args: object, **options: object) -> None:
-        self.children: list[subprocess.Popen[bytes]] = []
+        self.children: list[tuple[str, subprocess.Popen[bytes]]] = []
         self.stopping = False
         signal.signal(signal.SIGINT, self._on_signal)
         signal.signal(signal.SIGTERM, self._on_signal)
@@ -79,13 +79,14 @@ class Command(BaseCommand):
         )
 
     def _spawn(self, *command: str) -> None:
-        self.children.append(subprocess.Popen(command, cwd=settings.BASE_DIR))
+        name = " ".join(command[:3])
+        self.children.append((name, subprocess.Popen(command, cwd=settings.BASE_DIR)))
 
     def _wait(self) -> None:
         while not self.stopping:
-            for child in self.children:
+            for name, child in self.children:
                 if child.poll() is not None:
-                    raise CommandError(f"{child.args[0]} exited with {child.returncode}")
+                    raise CommandError(f"{name} exited with {child.returncode}; stopping")
             time.sleep(0.2)
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
@@ -93,7 +94,7 @@ class Command(BaseCommand):
 
     def _stop_children(self) -> None:
         # Stop the service first and the embedded Redis (started first) last.
-        for child in reversed(self.children):
+        for _name, child in reversed(self.children):
             if child.poll() is None:
                 child.terminate()
             try:

@@ -1,0 +1,117 @@
+"""Benchmark: post N runs from C concurrent clients against a running server.
+
+Prints accepted runs/s, p50/p99 latency of the 202, and the median time from enqueue (the
+RQ job's ``enqueued_at``) to the job starting (the run's ``started_at``). Needs the server
+and a worker running on the same database and Redis as this command.
+"""
+
+import http.client
+import json
+import statistics
+import threading
+import time
+import uuid
+from typing import Any
+from urllib.parse import urlsplit
+
+import django_rq
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from rq.job import Job
+
+from agent_runs.models import Run
+from agent_runs.services import api_token_create
+
+
+class Command(BaseCommand):
+    help = "Post runs concurrently to a running server and print latency and throughput."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--url", default="http://127.0.0.1:8000")
+        parser.add_argument("--runs", type=int, default=400)
+        parser.add_argument("--concurrency", type=int, default=8)
+        parser.add_argument("--username", default="bench")
+        parser.add_argument("--wait", type=float, default=120, help="seconds to wait for runs")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        token = api_token_create(username=options["username"])
+        url = urlsplit(options["url"])
+        latencies: list[float] = []
+        task_ids: list[str] = []
+        failures: list[str] = []
+        lock = threading.Lock()
+        per_client = [options["runs"] // options["concurrency"]] * options["concurrency"]
+        for index in range(options["runs"] % options["concurrency"]):
+            per_client[index] += 1
+
+        def client(count: int) -> None:
+            connection = http.client.HTTPConnection(url.hostname or "", url.port or 80)
+            for _ in range(count):
+                body = json.dumps(_run_input()).encode()
+                headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+                started = time.perf_counter()
+                connection.request("POST", "/api/v1/agent/runs", body=body, headers=headers)
+                response = connection.getresponse()
+                payload = response.read()
+                elapsed = time.perf_counter() - started
+                with lock:
+                    if response.status == 202:
+                        latencies.append(elapsed)
+                        task_ids.append(json.loads(payload)["taskId"])
+                    else:
+                        failures.append(f"{response.status} {payload[:200]!r}")
+            connection.close()
+
+        threads = [threading.Thread(target=client, args=(count,)) for count in per_client]
+        started = time.perf_counter()
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        wall = time.perf_counter() - started
+        if failures:
+            raise CommandError(f"{len(failures)} requests failed, first: {failures[0]}")
+
+        starts = self._enqueue_to_start(task_ids, options["wait"])
+        ms = sorted(value * 1000 for value in latencies)
+        self.stdout.write(
+            f"runs: {len(ms)}  clients: {options['concurrency']}  wall: {wall:.2f} s\n"
+            f"accepted runs/s: {len(ms) / wall:.1f}\n"
+            f"202 latency ms: p50 {_percentile(ms, 50):.1f}  p99 {_percentile(ms, 99):.1f}  "
+            f"max {ms[-1]:.1f}\n"
+            f"enqueue -> job start ms: median {statistics.median(starts):.1f}  "
+            f"p99 {_percentile(sorted(starts), 99):.1f}  (over {len(starts)} runs)"
+        )
+
+    def _enqueue_to_start(self, task_ids: list[str], wait: float) -> list[float]:
+        deadline = time.monotonic() + wait
+        uuids = [uuid.UUID(task_id) for task_id in task_ids]
+        while Run.objects.filter(task_id__in=uuids, started_at__isnull=True).exists():
+            if time.monotonic() > deadline:
+                raise CommandError("runs did not start in time: is a worker running?")
+            time.sleep(0.5)
+        started_at = dict(
+            Run.objects.filter(task_id__in=uuids).values_list("task_id", "started_at")
+        )
+        connection = django_rq.get_queue(settings.AGENT_RUNS_QUEUE).connection
+        jobs = Job.fetch_many(task_ids, connection=connection)
+        delays = []
+        for job in jobs:
+            job_started = started_at[uuid.UUID(job.id)] if job else None
+            if job is not None and job.enqueued_at is not None and job_started is not None:
+                delays.append((job_started - job.enqueued_at).total_seconds() * 1000)
+        return delays
+
+
+def _run_input() -> dict[str, Any]:
+    return {
+        "threadId": str(uuid.uuid4()),
+        "runId": f"bench-{uuid.uuid4().hex[:16]}",
+        "messages": [{"id": "m1", "role": "user", "content": "Benchmark message"}],
+        "forwardedProps": {"runtime_mode": "chat"},
+    }
+
+
+def _percentile(sorted_values: list[float], percent: float) -> float:
+    index = min(len(sorted_values) - 1, round(percent / 100 * (len(sorted_values) - 1)))
+    return sorted_values[index]

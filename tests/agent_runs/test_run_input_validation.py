@@ -1,0 +1,369 @@
+"""Validation of ``POST /api/v1/agent/runs`` (spec/run-agent-input.md, Validation Rules,
+forwardedProps.client_time Validation, forwardedProps Schema, Compatibility Notes).
+
+Every rejected request must answer ``{"detail": "<spec message>"}`` and write nothing: no
+thread, no message, no run, and no job on the Redis queue.
+"""
+
+import json
+import uuid
+from typing import Any
+
+import django_rq
+import pytest
+from django.conf import settings
+from rest_framework.test import APIClient
+
+from agent_runs.models import Message, Run, Thread
+from agent_runs.schemas import MAX_PAYLOAD_BYTES
+from tests.conftest import post_run, run_input, send
+
+pytestmark = pytest.mark.django_db
+
+URL = "/api/v1/agent/runs"
+IMAGE_URL = "https://storage.example.com/sign/bucket/a.png?token=x"
+VALID_CLIENT_TIME = {
+    "device_timezone": "America/Los_Angeles",
+    "client_now_iso": "2026-03-16T09:12:33-07:00",
+    "client_epoch_ms": 1773658353000,
+}
+
+
+# Builders ---------------------------------------------------------------------------------
+
+
+def user_message(content: Any = "What is on my calendar?", id: str = "msg-001") -> dict[str, Any]:
+    return {"id": id, "role": "user", "content": content}
+
+
+def assistant_message(content: str = "Sure.", id: str = "msg-000") -> dict[str, Any]:
+    return {"id": id, "role": "assistant", "content": content}
+
+
+def text_block(text: str) -> dict[str, Any]:
+    return {"type": "text", "text": text}
+
+
+def image_block(**overrides: Any) -> dict[str, Any]:
+    block: dict[str, Any] = {"type": "binary", "mimeType": "image/png", "url": IMAGE_URL}
+    block.update(overrides)
+    return block
+
+
+def with_client_time(**overrides: Any) -> dict[str, Any]:
+    """A RunAgentInput whose forwardedProps.client_time is the valid one, with overrides."""
+    client_time = {**VALID_CLIENT_TIME, **overrides}
+    return run_input(forwardedProps={"runtime_mode": "chat", "client_time": client_time})
+
+
+def body_of_exactly(size: int, padding_char: str = "x") -> bytes:
+    """A valid RunAgentInput (9,000 chars of user text) padded through ``state`` until its
+    UTF-8 encoding is exactly ``size`` bytes."""
+    body = run_input(messages=[user_message("a" * 9_000)], state={"padding": ""})
+    unpadded = len(json.dumps(body, ensure_ascii=False).encode())
+    char_bytes = len(padding_char.encode())
+    count, remainder = divmod(size - unpadded, char_bytes)
+    body["state"]["padding"] = padding_char * count + "x" * remainder
+    raw = json.dumps(body, ensure_ascii=False).encode()
+    assert len(raw) == size
+    return raw
+
+
+def post_raw(client: APIClient, raw: bytes, content_type: str = "application/json") -> Any:
+    # The stub says str; Django's test client sends bytes as they are.
+    data: Any = raw
+    return send(lambda: client.generic("POST", URL, data=data, content_type=content_type))
+
+
+# Assertions -------------------------------------------------------------------------------
+
+
+def assert_nothing_written(redis_queue: Any) -> None:
+    assert Thread.objects.count() == 0
+    assert Message.objects.count() == 0
+    assert Run.objects.count() == 0
+    assert redis_queue.count == 0
+
+
+def assert_rejected(response: Any, status_code: int, detail: str, redis_queue: Any) -> None:
+    assert response.status_code == status_code, response.content
+    assert response.json() == {"detail": detail}
+    assert_nothing_written(redis_queue)
+
+
+def assert_accepted(response: Any) -> Run:
+    assert response.status_code == 202, response.content
+    assert response.json()["taskId"] in django_rq.get_queue(settings.AGENT_RUNS_QUEUE).job_ids
+    return Run.objects.get(run_id=response.json()["runId"])
+
+
+# payload ≤ 256KB --------------------------------------------------------------------------
+
+
+def test_it_rejects_a_payload_one_byte_over_256_kb(alice, redis_queue):
+    response = post_raw(alice, body_of_exactly(MAX_PAYLOAD_BYTES + 1))
+    assert_rejected(response, 413, "RunAgentInput payload exceeds size limit", redis_queue)
+
+
+def test_it_rejects_a_payload_over_256_kb_sent_as_a_json_string(alice, redis_queue):
+    body = json.dumps(run_input(state={"padding": "x" * MAX_PAYLOAD_BYTES}))
+    response = alice.post(URL, data=body, content_type="application/json")
+    assert_rejected(response, 413, "RunAgentInput payload exceeds size limit", redis_queue)
+
+
+def test_it_measures_the_payload_in_bytes_not_characters(alice, redis_queue):
+    raw = body_of_exactly(MAX_PAYLOAD_BYTES + 2, padding_char="中")
+    assert len(raw.decode()) < MAX_PAYLOAD_BYTES
+    response = post_raw(alice, raw)
+    assert_rejected(response, 413, "RunAgentInput payload exceeds size limit", redis_queue)
+
+
+def test_it_accepts_a_payload_of_exactly_256_kb(alice, redis_queue):
+    response = post_raw(alice, body_of_exactly(MAX_PAYLOAD_BYTES))
+    run = assert_accepted(response)
+    assert Message.objects.get(run=run).content == "a" * 9_000
+
+
+# threadId ---------------------------------------------------------------------------------
+
+
+def test_it_rejects_a_thread_id_that_is_not_a_uuid(alice, redis_queue):
+    response = post_run(alice, run_input(threadId="thread-1"))
+    assert_rejected(response, 422, "threadId must be a valid UUID", redis_queue)
+
+
+def test_it_rejects_a_missing_thread_id(alice, redis_queue):
+    body = run_input()
+    del body["threadId"]
+    response = post_run(alice, body)
+    assert_rejected(response, 422, "threadId must be a valid UUID", redis_queue)
+
+
+# runId ------------------------------------------------------------------------------------
+
+
+def test_it_rejects_a_run_id_of_129_characters(alice, redis_queue):
+    response = post_run(alice, run_input(runId="r" * 129))
+    assert_rejected(response, 422, "runId exceeds length limit", redis_queue)
+
+
+def test_it_accepts_a_run_id_of_exactly_128_characters(alice, redis_queue):
+    run = assert_accepted(post_run(alice, run_input(runId="r" * 128)))
+    assert run.run_id == "r" * 128
+
+
+# messages ≤ 200 ---------------------------------------------------------------------------
+
+
+def test_it_rejects_201_messages(alice, redis_queue):
+    messages = [user_message()] + [assistant_message(id=f"msg-a{i}") for i in range(200)]
+    response = post_run(alice, run_input(messages=messages))
+    assert_rejected(response, 422, "RunAgentInput.messages exceeds limit", redis_queue)
+
+
+# user text ≤ 10,000 characters ------------------------------------------------------------
+
+
+def test_it_rejects_user_text_of_10001_characters(alice, redis_queue):
+    response = post_run(alice, run_input(messages=[user_message("a" * 10_001)]))
+    assert_rejected(response, 422, "RunAgentInput user message text exceeds limit", redis_queue)
+
+
+def test_it_rejects_text_blocks_whose_joined_text_exceeds_10000_characters(alice, redis_queue):
+    content = [text_block("a" * 5_000), text_block("b" * 5_001)]
+    response = post_run(alice, run_input(messages=[user_message(content)]))
+    assert_rejected(response, 422, "RunAgentInput user message text exceeds limit", redis_queue)
+
+
+def test_it_accepts_user_text_of_exactly_10000_characters(alice, redis_queue):
+    run = assert_accepted(post_run(alice, run_input(messages=[user_message("a" * 10_000)])))
+    assert Message.objects.get(run=run).content == "a" * 10_000
+
+
+# forwardedProps ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "forwarded_props",
+    [
+        pytest.param({}, id="runtime_mode-missing"),
+        pytest.param({"runtime_mode": "batch"}, id="runtime_mode-batch"),
+        pytest.param(None, id="forwardedProps-missing"),
+        pytest.param({"runtime_mode": "chat", "foo": 1}, id="extra-key"),
+    ],
+)
+def test_it_rejects_invalid_forwarded_props(alice, redis_queue, forwarded_props):
+    body = run_input(forwardedProps=forwarded_props)
+    if forwarded_props is None:
+        del body["forwardedProps"]
+    response = post_run(alice, body)
+    assert_rejected(response, 422, "invalid RunAgentInput.forwardedProps", redis_queue)
+
+
+# exactly one user message, first ----------------------------------------------------------
+
+
+def test_it_rejects_two_user_messages(alice, redis_queue):
+    messages = [user_message(id="msg-001"), user_message("And tomorrow?", id="msg-002")]
+    response = post_run(alice, run_input(messages=messages))
+    assert_rejected(
+        response, 422, "RunAgentInput.messages must contain exactly one user message", redis_queue
+    )
+
+
+def test_it_rejects_messages_without_a_user_message(alice, redis_queue):
+    response = post_run(alice, run_input(messages=[assistant_message()]))
+    assert_rejected(
+        response, 422, "RunAgentInput.messages must contain exactly one user message", redis_queue
+    )
+
+
+def test_it_rejects_a_first_message_that_is_not_the_user_message(alice, redis_queue):
+    response = post_run(alice, run_input(messages=[assistant_message(), user_message()]))
+    assert_rejected(response, 422, "RunAgentInput.messages[0].role must be user", redis_queue)
+
+
+# binary content ---------------------------------------------------------------------------
+
+
+def test_it_rejects_a_binary_block_that_is_not_an_image(alice, redis_queue):
+    content = [text_block("Read this"), image_block(mimeType="application/pdf")]
+    response = post_run(alice, run_input(messages=[user_message(content)]))
+    assert_rejected(response, 422, "binary content requires image mimeType", redis_queue)
+
+
+def test_it_rejects_a_binary_block_without_url(alice, redis_queue):
+    block = image_block()
+    del block["url"]
+    response = post_run(alice, run_input(messages=[user_message([text_block("Look"), block])]))
+    assert_rejected(response, 422, "binary content requires url", redis_queue)
+
+
+def test_it_rejects_a_binary_block_with_data(alice, redis_queue):
+    content = [text_block("Look"), image_block(data="iVBORw0KGgo=")]
+    response = post_run(alice, run_input(messages=[user_message(content)]))
+    assert_rejected(response, 422, "binary content data is not allowed", redis_queue)
+
+
+def test_it_rejects_four_attachments_in_one_message(alice, redis_queue):
+    content = [text_block("Compare these"), *[image_block() for _ in range(4)]]
+    response = post_run(alice, run_input(messages=[user_message(content)]))
+    assert_rejected(response, 422, "Too many attachments", redis_queue)
+
+
+def test_it_accepts_three_attachments_in_one_message(alice, redis_queue):
+    content = [text_block("Compare these"), *[image_block() for _ in range(3)]]
+    run = assert_accepted(post_run(alice, run_input(messages=[user_message(content)])))
+    assert Message.objects.get(run=run).content_blocks == content
+
+
+# forwardedProps.client_time ---------------------------------------------------------------
+
+
+def test_it_rejects_a_client_time_with_an_unknown_timezone(alice, redis_queue):
+    response = post_run(alice, with_client_time(device_timezone="Mars/Olympus"))
+    assert_rejected(response, 422, "invalid client_time.device_timezone", redis_queue)
+
+
+@pytest.mark.parametrize(
+    "client_now_iso",
+    [
+        pytest.param("2026-03-16T09:12:33", id="no-offset"),
+        pytest.param("not a date", id="not-a-date"),
+    ],
+)
+def test_it_rejects_a_client_now_iso_that_is_not_rfc3339_with_an_offset(
+    alice, redis_queue, client_now_iso
+):
+    response = post_run(alice, with_client_time(client_now_iso=client_now_iso))
+    assert_rejected(response, 422, "invalid client_time.client_now_iso", redis_queue)
+
+
+@pytest.mark.parametrize(
+    "client_epoch_ms",
+    [
+        pytest.param(1773658353000.5, id="fraction"),
+        pytest.param("1773658353000", id="string"),
+    ],
+)
+def test_it_rejects_a_client_epoch_ms_that_is_not_an_integer(alice, redis_queue, client_epoch_ms):
+    response = post_run(alice, with_client_time(client_epoch_ms=client_epoch_ms))
+    assert_rejected(response, 422, "invalid client_time.client_epoch_ms", redis_queue)
+
+
+def test_it_accepts_a_valid_client_time_and_stores_it_on_the_run(alice, redis_queue):
+    run = assert_accepted(post_run(alice, with_client_time()))
+    assert run.client_time == VALID_CLIENT_TIME
+
+
+# Compatibility: snake_case aliases --------------------------------------------------------
+
+
+def test_it_accepts_snake_case_field_names_and_stores_a_camel_case_snapshot(alice, redis_queue):
+    body = {
+        "thread_id": str(uuid.uuid4()),
+        "run_id": "run-snake-case",
+        "state": {},
+        "messages": [
+            user_message(
+                [
+                    text_block("What is in this picture?"),
+                    {"type": "binary", "mime_type": "image/png", "url": IMAGE_URL},
+                ]
+            )
+        ],
+        "tools": [],
+        "context": [],
+        "forwarded_props": {"runtime_mode": "chat"},
+    }
+    run = assert_accepted(post_run(alice, body))
+    snapshot = run.input
+    assert snapshot["threadId"] == body["thread_id"]
+    assert snapshot["runId"] == body["run_id"]
+    assert snapshot["forwardedProps"] == {"runtime_mode": "chat"}
+    assert not {"thread_id", "run_id", "forwarded_props"} & set(snapshot)
+    binary = snapshot["messages"][0]["content"][1]
+    assert binary == {"type": "binary", "mimeType": "image/png", "url": IMAGE_URL}
+
+
+# Malformed requests -----------------------------------------------------------------------
+
+
+def test_it_rejects_malformed_json_with_400(alice, redis_queue):
+    response = post_raw(alice, b'{"threadId": ')
+    assert response.status_code == 400, response.content
+    assert "JSON" in response.json()["detail"]
+    assert_nothing_written(redis_queue)
+
+
+def test_it_rejects_a_body_that_is_not_json_with_415(alice, redis_queue):
+    response = post_raw(alice, json.dumps(run_input()).encode(), content_type="text/plain")
+    assert response.status_code == 415, response.content
+    assert "detail" in response.json()
+    assert_nothing_written(redis_queue)
+
+
+def test_it_rejects_a_json_list_body(alice, redis_queue):
+    response = post_run(alice, [run_input()])
+    assert response.status_code == 422, response.content
+    assert response.json()["detail"].startswith("invalid RunAgentInput")
+    assert_nothing_written(redis_queue)
+
+
+# Authentication ---------------------------------------------------------------------------
+
+
+def test_it_rejects_a_request_without_credentials(redis_queue):
+    response = post_run(APIClient(), run_input())
+    assert response.status_code == 401, response.content
+    assert "detail" in response.json()
+    assert_nothing_written(redis_queue)
+
+
+def test_it_rejects_a_request_with_a_wrong_bearer_token(alice_token, redis_queue):
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION="Bearer wrong")
+    response = post_run(client, run_input())
+    assert response.status_code == 401, response.content
+    assert "detail" in response.json()
+    assert_nothing_written(redis_queue)
