@@ -1,9 +1,11 @@
 """The RQ worker for runs.
 
 It imports the job module, and with it AgentScope, in the parent process before any fork,
-so a work-horse starts with everything loaded (DESIGN.md: RQ forks per job).
+and answers one prompt with the demo model there, so each work-horse starts with modules
+loaded and AgentScope's lazy set-up done (DESIGN.md: RQ forks per job).
 """
 
+import asyncio
 import logging
 from typing import Any
 
@@ -12,12 +14,14 @@ from rq import Worker
 
 import agent_runs.jobs  # noqa: F401 - preloaded on purpose, see the module docstring
 from agent_runs.execution import runs_recover
+from agent_runs.pipeline import pipeline_answer
 
 logger = logging.getLogger(__name__)
 
 
 class RunWorker(Worker):
     def work(self, *args: Any, **kwargs: Any) -> bool:
+        asyncio.run(pipeline_answer(user_text="warm-up"))
         failed, enqueued = runs_recover()
         if failed or enqueued:
             logger.info("recovered runs: %d failed, %d threads re-enqueued", failed, enqueued)
