@@ -143,4 +143,6 @@ LOGGING = {
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
+    # Django's own loggers propagate to the root handler instead of printing twice.
+    "loggers": {"django": {"handlers": [], "propagate": True}},
 }

@@ -70,11 +70,12 @@ class Command(BaseCommand):
         url = f"http://{host}:{port}"
         self.stdout.write(
             self.style.SUCCESS(f"\nThe service is running at {url}  (admin: {url}/admin/)\n")
-            + "Get an API token:   .venv/bin/python manage.py create_api_token alice\n"
+            + "Get an API token:   DJANGO_DEBUG=true .venv/bin/python manage.py "
+            + "create_api_token alice\n"
             + "Post a run:         curl -X POST "
             + f"{url}/api/v1/agent/runs -H 'Authorization: Bearer <token>' "
             + "-H 'Content-Type: application/json' -d @run.json\n"
-            + "Admin login:        .venv/bin/python manage.py createsuperuser\n"
+            + "Admin login:        DJANGO_DEBUG=true .venv/bin/python manage.py createsuperuser\n"
             + "Press Ctrl-C to stop everything.\n"
         )
 
