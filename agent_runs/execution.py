@@ -38,12 +38,16 @@ def run_claim(*, run_pk: int) -> bool:
     return claimed == 1
 
 
-def run_execute(*, run: Run) -> None:
+def run_execute(*, run_pk: int) -> None:
     """Run the pipeline for a queued run and store its answer; the run always ends
-    ``completed`` or ``failed``, and the thread's next queued run is started after it."""
-    if not run_claim(run_pk=run.pk):
-        logger.info("run %s is not claimable now (taken, finished or waiting its turn)", run.pk)
+    ``completed`` or ``failed``, and the thread's next queued run is started after it.
+
+    The claim comes first and is the only check: a run that is not this job's to run costs
+    one UPDATE (the job may be a duplicate, or early for its thread's turn)."""
+    if not run_claim(run_pk=run_pk):
+        logger.info("run %s is not claimable now (taken, finished or waiting its turn)", run_pk)
         return
+    run = Run.objects.get(pk=run_pk)
     try:
         user_message = run.messages.get(role=Message.Role.USER)
         answer = asyncio.run(pipeline_answer(user_text=user_message.content))

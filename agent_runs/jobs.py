@@ -3,13 +3,10 @@
 from typing import Any
 
 from agent_runs.execution import run_execute, run_fail
-from agent_runs.models import Run
 
 
 def run_execute_job(run_pk: int) -> None:
-    run = Run.objects.filter(pk=run_pk).first()
-    if run is not None:
-        run_execute(run=run)
+    run_execute(run_pk=run_pk)
 
 
 def run_job_failed(job: Any, connection: Any, exc_type: Any, exc_value: Any, tb: Any) -> None:

@@ -6,6 +6,7 @@ loaded and AgentScope's lazy set-up done (DESIGN.md: RQ forks per job).
 """
 
 import asyncio
+import gc
 import logging
 from typing import Any
 
@@ -25,6 +26,16 @@ class RunWorker(Worker):
         failed, enqueued = runs_recover()
         if failed or enqueued:
             logger.info("recovered runs: %d failed, %d threads re-enqueued", failed, enqueued)
-        # A connection opened here must not be shared with forked work-horses.
+        # A connection opened here must not be shared with forked work-horses, and a pool's
+        # threads do not survive a fork: a work-horse lives for one job and connects plainly.
         connections.close_all()
+        for connection in connections.all():
+            close_pool = getattr(connection, "close_pool", None)  # PostgreSQL only
+            if close_pool is not None:
+                close_pool()
+            connection.settings_dict["OPTIONS"].pop("pool", None)
+        # Move everything loaded so far out of the collector's reach: a work-horse's garbage
+        # collections then leave the parent's pages alone instead of copying them.
+        gc.collect()
+        gc.freeze()
         return bool(super().work(*args, **kwargs))

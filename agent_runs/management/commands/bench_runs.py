@@ -33,6 +33,11 @@ class Command(BaseCommand):
         parser.add_argument("--username", default="bench")
         parser.add_argument("--wait", type=float, default=300, help="seconds to wait for runs")
         parser.add_argument(
+            "--no-jobs",
+            action="store_true",
+            help="only measure the API (for a server whose worker is stopped)",
+        )
+        parser.add_argument(
             "--idle-runs",
             type=int,
             default=30,
@@ -78,14 +83,18 @@ class Command(BaseCommand):
         if failures:
             raise CommandError(f"{len(failures)} requests failed, first: {failures[0]}")
 
-        starts = self._enqueue_to_start(task_ids, options["wait"])
-        idle_starts = self._idle_enqueue_to_start(url, token, options["idle_runs"])
         ms = sorted(value * 1000 for value in latencies)
         self.stdout.write(
             f"runs: {len(ms)}  clients: {options['concurrency']}  wall: {wall:.2f} s\n"
             f"accepted runs/s: {len(ms) / wall:.1f}\n"
             f"202 latency ms: p50 {_percentile(ms, 50):.1f}  p99 {_percentile(ms, 99):.1f}  "
-            f"max {ms[-1]:.1f}\n"
+            f"max {ms[-1]:.1f}"
+        )
+        if options["no_jobs"]:
+            return
+        starts = self._enqueue_to_start(task_ids, options["wait"])
+        idle_starts = self._idle_enqueue_to_start(url, token, options["idle_runs"])
+        self.stdout.write(
             f"enqueue -> job start ms, during the burst (includes queueing behind other "
             f"runs): median {statistics.median(starts):.1f}  (over {len(starts)} runs)\n"
             f"enqueue -> job start ms, idle worker: median {statistics.median(idle_starts):.1f}  "

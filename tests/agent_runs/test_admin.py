@@ -1,0 +1,58 @@
+import pytest
+from django.contrib.auth import get_user_model
+
+from agent_runs.models import Run
+from tests.conftest import post_run, run_input
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def staff_client(client):
+    staff = get_user_model().objects.create_superuser("staff", "staff@example.com", "pw-12345!")
+    client.force_login(staff)
+    return client
+
+
+def test_staff_find_a_run_by_thread_id_and_read_its_messages(alice, staff_client, redis_queue):
+    body = run_input()
+    post_run(alice, body)
+    run = Run.objects.get(run_id=body["runId"])
+
+    found = staff_client.get("/admin/agent_runs/run/", {"q": body["threadId"]})
+    assert found.status_code == 200
+    assert body["runId"] in found.content.decode()
+    assert (
+        staff_client.get("/admin/agent_runs/run/", {"q": "no-such-run"}).context["cl"].result_count
+        == 0
+    )
+
+    page = staff_client.get(f"/admin/agent_runs/run/{run.pk}/change/")
+    assert page.status_code == 200
+    assert "What is on my calendar?" in page.content.decode()
+
+
+def test_runs_filter_by_status_and_user(alice, staff_client, redis_queue):
+    post_run(alice, run_input())
+    queued = staff_client.get("/admin/agent_runs/run/", {"status__exact": "queued"})
+    completed = staff_client.get("/admin/agent_runs/run/", {"status__exact": "completed"})
+    assert queued.context["cl"].result_count == 1
+    assert completed.context["cl"].result_count == 0
+
+
+def test_history_cannot_be_edited_in_the_admin(alice, staff_client, redis_queue):
+    body = run_input()
+    post_run(alice, body)
+    run = Run.objects.get(run_id=body["runId"])
+    response = staff_client.post(f"/admin/agent_runs/run/{run.pk}/change/", {"status": "failed"})
+    assert response.status_code == 403
+    run.refresh_from_db()
+    assert run.status == Run.Status.QUEUED
+
+
+def test_a_non_staff_session_cannot_open_the_admin(client, redis_queue):
+    user = get_user_model().objects.create_user("dave", password="pw-12345!")
+    client.force_login(user)
+    response = client.get("/admin/agent_runs/run/")
+    assert response.status_code == 302
+    assert "/admin/login/" in response["Location"]
