@@ -3,25 +3,38 @@
 Only the worker imports this module (it imports AgentScope through the pipeline).
 """
 
-import asyncio
 import logging
+import time
 import traceback
 import uuid
 from datetime import timedelta
 
+from ag_ui.core import (
+    RunErrorEvent,
+    RunFinishedEvent,
+    RunStartedEvent,
+    StepFinishedEvent,
+    StepStartedEvent,
+    TextMessageEndEvent,
+    TextMessageStartEvent,
+)
+from agentscope.message import Msg
 from django.conf import settings
 from django.db import transaction
 from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
 from agent_runs import selectors, services
+from agent_runs.agui_mapping import RunMappingState, map_agentscope_event
+from agent_runs.event_log import RunEventEmitter
 from agent_runs.models import Message, Run, Thread
-from agent_runs.pipeline import pipeline_answer
+from agent_runs.pipeline import WORKER_STAGE, iterate_async, worker_reply
 
 logger = logging.getLogger(__name__)
 
 _MAX_ERROR_CHARS = 10_000
-WORKER_STAGE = "worker"
+# spec/sse-events-and-usage.md, RUN_ERROR: what clients see; the cause stays in Run.error.
+RUN_ERROR_MESSAGE = "runtime execution failed"
 
 
 def run_claim(*, run_pk: int) -> bool:
@@ -39,49 +52,107 @@ def run_claim(*, run_pk: int) -> bool:
 
 
 def run_execute(*, run_pk: int) -> None:
-    """Run the pipeline for a queued run and store its answer; the run always ends
-    ``completed`` or ``failed``, and the thread's next queued run is started after it.
+    """Run the pipeline for a queued run, streaming its AG-UI events, and store its answer.
 
-    The claim comes first and is the only check: a run that is not this job's to run costs
-    one UPDATE (the job may be a duplicate, or early for its thread's turn)."""
+    The run always ends ``completed`` (``RUN_FINISHED``) or ``failed`` (``RUN_ERROR``), and
+    the thread's next queued run is started after it. The claim comes first and is the only
+    check: a run that is not this job's to run costs one UPDATE.
+    """
     if not run_claim(run_pk=run_pk):
         logger.info("run %s is not claimable now (taken, finished or waiting its turn)", run_pk)
         return
     run = Run.objects.get(pk=run_pk)
+    emitter = RunEventEmitter(run=run)
+    ids = {"thread_id": str(run.thread_id), "run_id": run.run_id}
     try:
-        user_message = run.messages.get(role=Message.Role.USER)
-        answer = asyncio.run(pipeline_answer(user_text=user_message.content))
-        with transaction.atomic():
-            thread = Thread.objects.select_for_update().get(pk=run.thread_id)
-            message_id = f"{WORKER_STAGE}-{run.run_id}"
-            services.message_append(
-                thread=thread,
-                run=run,
-                role=Message.Role.ASSISTANT,
-                message_id=message_id,
-                content=answer.text,
-                metadata={
-                    "run_id": run.run_id,
-                    "stage": WORKER_STAGE,
-                    "latency_ms": answer.latency_ms,
-                    "message_id": message_id,
-                },
-            )
-            Run.objects.filter(pk=run.pk).update(
-                status=Run.Status.COMPLETED, finished_at=timezone.now()
-            )
+        emitter.emit(RunStartedEvent(**ids))
+        _run_worker_stage(run=run, emitter=emitter)
+        emitter.emit(RunFinishedEvent(**ids))
     except Exception:
         logger.exception("run %s failed", run.pk)
-        run_fail(run_pk=run.pk, error=traceback.format_exc())
+        run_fail(run_pk=run.pk, error=traceback.format_exc(), emitter=emitter)
     finally:
         run_dispatch_next(thread_id=run.thread_id)
 
 
-def run_fail(*, run_pk: int, error: str) -> bool:
-    """Mark a run that has not ended as failed, keeping the error for staff."""
+def _run_worker_stage(*, run: Run, emitter: RunEventEmitter) -> None:
+    ids = {"threadId": str(run.thread_id), "runId": run.run_id}
+    emitter.emit(StepStartedEvent(step_name=WORKER_STAGE, **ids))
+    started = time.monotonic()
+    user_message = run.messages.get(role=Message.Role.USER)
+    message_id = f"{WORKER_STAGE}-{run.run_id}"
+    state = RunMappingState(
+        thread_id=str(run.thread_id), run_id=run.run_id, stage=WORKER_STAGE, message_id=message_id
+    )
+    final = None
+    for item in iterate_async(worker_reply(user_text=user_message.content)):
+        if isinstance(item, Msg):
+            final = item
+            continue
+        for event in map_agentscope_event(item, state):
+            emitter.emit(event)
+    if final is None:
+        raise RuntimeError("the agent ended its reply without a final message")
+    answer = final.get_text_content() or state.text
+    latency_ms = round((time.monotonic() - started) * 1000)
+    if not state.text_started:
+        emitter.emit(TextMessageStartEvent(message_id=message_id, role="assistant", **ids))
+    with transaction.atomic():
+        thread = Thread.objects.select_for_update().get(pk=run.thread_id)
+        services.message_append(
+            thread=thread,
+            run=run,
+            role=Message.Role.ASSISTANT,
+            message_id=message_id,
+            content=answer,
+            metadata={
+                "run_id": run.run_id,
+                "stage": WORKER_STAGE,
+                "latency_ms": latency_ms,
+                "message_id": message_id,
+            },
+        )
+        Run.objects.filter(pk=run.pk).update(
+            status=Run.Status.COMPLETED, finished_at=timezone.now()
+        )
+        # Sent once the answer is committed: a client that sees it finds the message stored.
+        emitter.emit(
+            TextMessageEndEvent(
+                message_id=message_id,
+                role="assistant",
+                stage=WORKER_STAGE,
+                status="success",
+                answer=answer,
+                key_points=[],
+                result_type="unknown",
+                suggested_actions=[],
+                error=None,
+                ui_schema=None,
+                **ids,
+            )
+        )
+        emitter.emit(StepFinishedEvent(step_name=WORKER_STAGE, **ids))
+
+
+def run_fail(*, run_pk: int, error: str, emitter: RunEventEmitter | None = None) -> bool:
+    """Mark a run that has not ended as failed, keeping the error for staff, and end its
+    event stream with ``RUN_ERROR`` (the public message says nothing of the cause)."""
     updated = Run.objects.filter(
         pk=run_pk, status__in=[Run.Status.QUEUED, Run.Status.RUNNING]
     ).update(status=Run.Status.FAILED, error=error[-_MAX_ERROR_CHARS:], finished_at=timezone.now())
+    run = Run.objects.get(pk=run_pk)
+    emitter = emitter or RunEventEmitter(run=run, resume=True)
+    if not emitter.started:
+        emitter.emit(RunStartedEvent(thread_id=str(run.thread_id), run_id=run.run_id))
+    if not emitter.ended:
+        emitter.emit(
+            RunErrorEvent(
+                message=RUN_ERROR_MESSAGE,
+                code=None,
+                threadId=str(run.thread_id),
+                runId=run.run_id,
+            )
+        )
     return updated == 1
 
 

@@ -134,3 +134,23 @@ class Message(models.Model):
 
     def __str__(self) -> str:
         return f"{self.thread_id}#{self.seq} {self.role}"
+
+
+class RunEvent(models.Model):
+    """One AG-UI event of a run, as sent on the wire (spec/sse-events-and-usage.md).
+
+    The primary key is the SSE event id: it only grows, and a thread's runs execute one at a
+    time, so a thread's events are in id order.
+    """
+
+    thread = models.ForeignKey(Thread, on_delete=models.CASCADE, related_name="events")
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="events")
+    type = models.CharField(max_length=32)
+    payload = models.JSONField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["thread", "id"], name="event_thread_id")]
+
+    def __str__(self) -> str:
+        return f"{self.pk} {self.type}"

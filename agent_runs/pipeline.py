@@ -1,33 +1,48 @@
 """The agent run on AgentScope: one worker agent answering the run's user message."""
 
-import time
-from dataclasses import dataclass
+import asyncio
+from collections.abc import AsyncIterator, Iterator
+from typing import Any, TypeVar
 
 from agentscope.agent import Agent, InjectionConfig
 from agentscope.message import UserMsg
 
 from agent_runs.demo_model import DemoChatModel
 
+WORKER_STAGE = "worker"
 WORKER_SYSTEM_PROMPT = "You are a helpful assistant. Answer the user's message clearly."
 
-
-@dataclass(frozen=True)
-class PipelineAnswer:
-    text: str
-    latency_ms: int
+T = TypeVar("T")
 
 
-async def pipeline_answer(*, user_text: str) -> PipelineAnswer:
-    started = time.monotonic()
+def worker_reply(*, user_text: str) -> AsyncIterator[Any]:
+    """AgentScope's events for the worker's reply, then its final ``Msg``."""
     agent = Agent(
-        name="worker",
+        name=WORKER_STAGE,
         system_prompt=WORKER_SYSTEM_PROMPT,
         model=DemoChatModel(),
         # Without this AgentScope appends a runtime-state hint block to every prompt.
         injection_config=InjectionConfig(inject_runtime_state=False),
     )
-    reply = await agent.reply(UserMsg(name="user", content=user_text))
-    return PipelineAnswer(
-        text=reply.get_text_content() or "",
-        latency_ms=round((time.monotonic() - started) * 1000),
-    )
+    return agent.reply_stream(UserMsg(name="user", content=user_text), yield_final_msg=True)
+
+
+def iterate_async(generator: AsyncIterator[T]) -> Iterator[T]:
+    """Drive an async generator from synchronous code, one item at a time.
+
+    The event loop runs only while the generator computes its next item, so the caller may
+    use the ORM between items (Django refuses it while a loop is running in the thread).
+    """
+    loop = asyncio.new_event_loop()
+    try:
+        while True:
+            try:
+                yield loop.run_until_complete(anext(generator))
+            except StopAsyncIteration:
+                return
+    finally:
+        close = getattr(generator, "aclose", None)
+        if close is not None:
+            loop.run_until_complete(close())
+        loop.run_until_complete(loop.shutdown_asyncgens())
+        loop.close()

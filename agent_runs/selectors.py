@@ -1,11 +1,15 @@
 """Reads and access checks. A thread that is not the caller's is a 404, never a 403."""
 
 import uuid
+from dataclasses import dataclass
+from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
+from django.db.models import Max
 from django.http import Http404
 
-from agent_runs.models import Run, Thread
+from agent_runs.codec import TERMINAL_TYPES
+from agent_runs.models import Run, RunEvent, Thread
 
 
 def thread_get_for_user(*, user: AbstractBaseUser, thread_id: uuid.UUID) -> Thread:
@@ -18,3 +22,38 @@ def thread_get_for_user(*, user: AbstractBaseUser, thread_id: uuid.UUID) -> Thre
 def run_next_queued(*, thread_id: uuid.UUID) -> Run | None:
     """The thread's oldest queued run: the next one to start once none is running."""
     return Run.objects.filter(thread_id=thread_id, status=Run.Status.QUEUED).order_by("pk").first()
+
+
+@dataclass(frozen=True)
+class EventStreamStart:
+    """Where a client's event stream starts and which run's terminal event ends it."""
+
+    after_id: int
+    run_id: str | None  # the thread's latest run, whose terminal event ends the stream
+    run_ended: bool  # that terminal event is already behind the cursor
+
+
+def event_stream_start(*, thread_id: uuid.UUID, after_id: int | None) -> EventStreamStart:
+    """spec/sse-events-and-usage.md, section 2: resume after ``Last-Event-ID``; without a
+    cursor, start at the latest run's first event."""
+    latest = Run.objects.filter(thread_id=thread_id).order_by("-pk").first()
+    if latest is None:
+        return EventStreamStart(after_id=after_id or 0, run_id=None, run_ended=True)
+    if after_id is None:
+        first = latest.events.order_by("pk").values_list("pk", flat=True).first()
+        if first is not None:
+            after_id = first - 1
+        else:
+            last = RunEvent.objects.filter(thread_id=thread_id).aggregate(last=Max("id"))
+            after_id = last["last"] or 0
+    run_ended = latest.events.filter(type__in=TERMINAL_TYPES, pk__lte=after_id).exists()
+    return EventStreamStart(after_id=after_id, run_id=latest.run_id, run_ended=run_ended)
+
+
+def events_after(*, thread_id: uuid.UUID, after_id: int, limit: int) -> list[tuple[int, Any]]:
+    """The thread's committed events after ``after_id``, in order, at most ``limit``."""
+    return list(
+        RunEvent.objects.filter(thread_id=thread_id, pk__gt=after_id)
+        .order_by("pk")
+        .values_list("pk", "payload")[:limit]
+    )

@@ -1,17 +1,24 @@
 import json
+import uuid
 from typing import cast
 
+from asgiref.sync import sync_to_async
+from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import RequestDataTooBig
+from django.http import Http404, HttpRequest, JsonResponse, StreamingHttpResponse
+from django.http.response import HttpResponseBase
 from rest_framework import status
 from rest_framework.exceptions import ParseError, UnsupportedMediaType
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from agent_runs import services
+from agent_runs import selectors, services
+from agent_runs.authentication import stream_request_user, stream_token_issue
 from agent_runs.errors import RunPayloadTooLarge
 from agent_runs.schemas import MAX_PAYLOAD_BYTES, parse_run_agent_input
+from agent_runs.streaming import thread_event_stream
 
 
 class RunCreateApi(APIView):
@@ -46,3 +53,46 @@ def _read_body(request: Request) -> bytes:
     if len(body) > MAX_PAYLOAD_BYTES:
         raise RunPayloadTooLarge()
     return body
+
+
+class StreamTokenCreateApi(APIView):
+    """``POST /api/v1/agent/runs/{thread_id}/stream-token``: a short-lived token for
+    ``EventSource``, which cannot send an Authorization header."""
+
+    def post(self, request: Request, thread_id: uuid.UUID) -> Response:
+        thread = selectors.thread_get_for_user(
+            user=cast(AbstractBaseUser, request.user), thread_id=thread_id
+        )
+        token = stream_token_issue(user=request.user, thread_id=thread.id)
+        ttl = settings.AGENT_STREAM_TOKEN_TTL_SECONDS
+        return Response({"token": token, "expiresIn": ttl}, status=status.HTTP_201_CREATED)
+
+
+async def run_events_stream(request: HttpRequest, thread_id: uuid.UUID) -> HttpResponseBase:
+    """``GET /api/v1/agent/runs/{thread_id}/events``: the thread's AG-UI events as SSE
+    (spec/sse-events-and-usage.md, section 2), resumable with ``Last-Event-ID``."""
+    if request.method != "GET":
+        return JsonResponse({"detail": f'Method "{request.method}" not allowed.'}, status=405)
+    user = await sync_to_async(stream_request_user)(request, thread_id=thread_id)
+    if user is None:
+        response = JsonResponse(
+            {"detail": "Authentication credentials were not provided."}, status=401
+        )
+        response["WWW-Authenticate"] = "Bearer"
+        return response
+    try:
+        await sync_to_async(selectors.thread_get_for_user)(user=user, thread_id=thread_id)
+    except Http404:
+        return JsonResponse({"detail": "Not found."}, status=404)
+    cursor = request.headers.get("Last-Event-ID") or request.GET.get("lastEventId")
+    if cursor is not None and not cursor.isdigit():
+        return JsonResponse({"detail": "Last-Event-ID must be an event id"}, status=400)
+    stream = thread_event_stream(
+        thread_id=thread_id,
+        after_id=int(cursor) if cursor is not None else None,
+        follow=request.GET.get("follow", "").lower() in ("1", "true", "yes"),
+    )
+    streaming = StreamingHttpResponse(stream, content_type="text/event-stream")
+    streaming["Cache-Control"] = "no-cache"
+    streaming["X-Accel-Buffering"] = "no"  # nginx: do not buffer the stream
+    return streaming

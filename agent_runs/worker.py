@@ -5,7 +5,6 @@ and answers one prompt with the demo model there, so each work-horse starts with
 loaded and AgentScope's lazy set-up done (DESIGN.md: RQ forks per job).
 """
 
-import asyncio
 import gc
 import logging
 from typing import Any
@@ -15,14 +14,15 @@ from rq import Worker
 
 import agent_runs.jobs  # noqa: F401 - preloaded on purpose, see the module docstring
 from agent_runs.execution import runs_recover
-from agent_runs.pipeline import pipeline_answer
+from agent_runs.pipeline import iterate_async, worker_reply
 
 logger = logging.getLogger(__name__)
 
 
 class RunWorker(Worker):
     def work(self, *args: Any, **kwargs: Any) -> bool:
-        asyncio.run(pipeline_answer(user_text="warm-up"))
+        for _item in iterate_async(worker_reply(user_text="warm-up")):
+            pass
         failed, enqueued = runs_recover()
         if failed or enqueued:
             logger.info("recovered runs: %d failed, %d threads re-enqueued", failed, enqueued)

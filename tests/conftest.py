@@ -5,7 +5,7 @@ from typing import Any
 import django_rq
 import pytest
 from django.conf import settings
-from django.db import connection
+from django.db import connection, connections
 from django.test import TestCase
 from rest_framework.test import APIClient
 
@@ -52,6 +52,14 @@ def bob(bob_token: str) -> APIClient:
     return client
 
 
+def work_burst(queue: Any) -> None:
+    """Run a real worker until the queue is empty; it forks a work-horse per job."""
+    from agent_runs.worker import RunWorker
+
+    connections.close_all()
+    RunWorker([queue], connection=queue.connection).work(burst=True)
+
+
 def run_input(**overrides: Any) -> dict[str, Any]:
     """A valid RunAgentInput (spec/run-agent-input.md, Request Example), camelCase."""
     body: dict[str, Any] = {
@@ -76,3 +84,57 @@ def send(request: Callable[[], Any]) -> Any:
     also inside the test's wrapping transaction."""
     with TestCase.captureOnCommitCallbacks(execute=True):
         return request()
+
+
+@pytest.fixture(scope="session")
+def daphne_port(django_db_setup: Any, django_db_blocker: Any) -> Iterator[int]:
+    """A real daphne serving the project on the test database and Redis."""
+    import os
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    database = settings.DATABASES["default"]
+    env = dict(
+        os.environ,
+        DATABASE_URL=(
+            f"postgres://{database['USER']}:{database['PASSWORD']}@{database['HOST']}:"
+            f"{database['PORT']}/{database['NAME']}"
+        ),
+        REDIS_URL=settings.REDIS_URL,
+        DJANGO_DEBUG="false",
+        DJANGO_SECRET_KEY=settings.SECRET_KEY,
+        DJANGO_ALLOWED_HOSTS="127.0.0.1",
+        AGENT_SSE_KEEPALIVE_SECONDS="0.3",
+    )
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "daphne",
+            "-b",
+            "127.0.0.1",
+            "-p",
+            str(port),
+            "config.asgi:application",
+        ],
+        cwd=settings.BASE_DIR,
+        env=env,
+    )
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            break
+        except OSError:
+            if time.monotonic() > deadline or server.poll() is not None:
+                server.kill()
+                raise RuntimeError("daphne did not start") from None
+            time.sleep(0.1)
+    yield port
+    server.terminate()
+    server.wait(timeout=10)

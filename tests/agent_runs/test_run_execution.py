@@ -1,24 +1,13 @@
 """Runs going through a real RQ worker (forking work-horses) on PostgreSQL and Redis."""
 
-from typing import Any
-
 import pytest
-from django.db import connections
 
 from agent_runs.demo_model import demo_answer
 from agent_runs.models import Message, Run
 from agent_runs.services import run_enqueue
-from agent_runs.worker import RunWorker
-from tests.conftest import post_run, run_input
+from tests.conftest import post_run, run_input, work_burst
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.integration]
-
-
-def work_burst(queue: Any) -> None:
-    """Run a real worker until the queue is empty; it forks a work-horse per job."""
-    connections.close_all()
-    worker = RunWorker([queue], connection=queue.connection)
-    worker.work(burst=True)
 
 
 def test_a_run_goes_from_queued_to_completed_through_the_worker(alice, redis_queue):

@@ -1,0 +1,185 @@
+"""The SSE event stream over real HTTP against daphne, with runs through a real worker."""
+
+import threading
+import time
+
+import pytest
+
+from agent_runs.codec import INTERNAL_FIELDS
+from agent_runs.event_log import stream_key
+from agent_runs.models import Message, Run, RunEvent
+from tests.agent_runs.sse import read_sse
+from tests.conftest import post_run, run_input, work_burst
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.integration]
+
+EXPECTED_TYPES = [
+    "RUN_STARTED",
+    "STEP_STARTED",
+    "TEXT_MESSAGE_START",
+    "TEXT_MESSAGE_CONTENT",
+    "TEXT_MESSAGE_END",
+    "STEP_FINISHED",
+    "RUN_FINISHED",
+]
+
+
+def completed_run(alice, redis_queue, text="Hello there, agent"):
+    body = run_input(messages=[{"id": "m1", "role": "user", "content": text}])
+    post_run(alice, body)
+    work_burst(redis_queue)
+    return body
+
+
+def collapse(types):
+    """The type sequence with repeated TEXT_MESSAGE_CONTENT deltas counted once."""
+    collapsed = []
+    for kind in types:
+        if not (collapsed and kind == collapsed[-1] == "TEXT_MESSAGE_CONTENT"):
+            collapsed.append(kind)
+    return collapsed
+
+
+def test_a_run_streams_its_full_event_sequence_in_order(
+    alice, alice_token, redis_queue, daphne_port
+):
+    body = completed_run(alice, redis_queue)
+    stream = read_sse(daphne_port, body["threadId"], token=alice_token)
+
+    assert stream.status == 200
+    assert stream.headers["Content-Type"].startswith("text/event-stream")
+    assert stream.frames[0] == {"retry": "3000"}
+    assert collapse(stream.types) == EXPECTED_TYPES
+    ids = [int(frame["id"]) for frame in stream.events]
+    assert ids == sorted(ids) and len(set(ids)) == len(ids)
+    assert ids == list(RunEvent.objects.order_by("pk").values_list("pk", flat=True))
+    for frame in stream.events:
+        data = frame["data"]
+        assert frame["event"] == data["type"]
+        assert data["threadId"] == body["threadId"] and data["runId"] == body["runId"]
+        assert not INTERNAL_FIELDS & set(data)
+    by_type = {frame["event"]: frame["data"] for frame in stream.events}
+    assert by_type["STEP_STARTED"]["stepName"] == "worker"
+    end = by_type["TEXT_MESSAGE_END"]
+    answer = Message.objects.get(role="assistant").content
+    deltas = "".join(
+        f["data"]["delta"] for f in stream.events if f["event"] == "TEXT_MESSAGE_CONTENT"
+    )
+    assert end["answer"] == deltas == answer
+    assert end["messageId"] == by_type["TEXT_MESSAGE_START"]["messageId"]
+    assert end["role"] == "assistant" and end["stage"] == "worker"
+    assert end["status"] == "success" and end["error"] is None
+    assert {"key_points", "result_type", "suggested_actions", "ui_schema"} <= set(end)
+
+
+def test_resuming_after_each_event_gives_exactly_the_rest(
+    alice, alice_token, redis_queue, daphne_port
+):
+    body = completed_run(alice, redis_queue)
+    full = read_sse(daphne_port, body["threadId"], token=alice_token).events
+    ids = [frame["id"] for frame in full]
+    for index, event_id in enumerate(ids):
+        rest = read_sse(
+            daphne_port, body["threadId"], token=alice_token, headers={"Last-Event-ID": event_id}
+        )
+        assert [frame["id"] for frame in rest.events] == ids[index + 1 :]
+    by_query = read_sse(
+        daphne_port, body["threadId"], token=alice_token, query={"lastEventId": ids[2]}
+    )
+    assert [frame["id"] for frame in by_query.events] == ids[3:]
+
+
+def test_events_redis_no_longer_holds_come_from_postgresql(
+    alice, alice_token, redis_queue, daphne_port
+):
+    body = completed_run(alice, redis_queue)
+    full = read_sse(daphne_port, body["threadId"], token=alice_token).events
+
+    redis_queue.connection.xtrim(stream_key(body["threadId"]), maxlen=0)
+    trimmed = read_sse(daphne_port, body["threadId"], token=alice_token)
+    redis_queue.connection.flushall()
+    flushed = read_sse(
+        daphne_port, body["threadId"], token=alice_token, headers={"Last-Event-ID": "0"}
+    )
+
+    assert trimmed.events == full
+    assert flushed.events == full
+
+
+def test_a_client_connected_before_the_run_gets_its_events_live(
+    alice, alice_token, redis_queue, daphne_port
+):
+    body = run_input()
+    post_run(alice, body)
+    received = {}
+
+    def listen():
+        received["stream"] = read_sse(daphne_port, body["threadId"], token=alice_token)
+
+    listener = threading.Thread(target=listen)
+    listener.start()
+    time.sleep(0.5)  # the client is waiting on the live stream before the run starts
+    work_burst(redis_queue)
+    listener.join(timeout=15)
+
+    assert not listener.is_alive()
+    assert collapse(received["stream"].types) == EXPECTED_TYPES
+
+
+def test_an_idle_followed_stream_sends_keep_alives(alice, alice_token, redis_queue, daphne_port):
+    body = completed_run(alice, redis_queue)
+    events = len(read_sse(daphne_port, body["threadId"], token=alice_token).events)
+    stream = read_sse(
+        daphne_port,
+        body["threadId"],
+        token=alice_token,
+        query={"follow": "true"},
+        max_frames=1 + events + 2,
+    )
+    assert len(stream.events) == events
+    assert stream.frames[-2:] == [{"comment": "keep-alive"}, {"comment": "keep-alive"}]
+
+
+def test_a_stranger_gets_404_and_no_credentials_get_401(alice, bob_token, redis_queue, daphne_port):
+    body = run_input()
+    post_run(alice, body)
+    stranger = read_sse(daphne_port, body["threadId"], token=bob_token)
+    anonymous = read_sse(daphne_port, body["threadId"])
+    assert stranger.status == 404 and stranger.body == b'{"detail": "Not found."}'
+    assert anonymous.status == 401 and b"detail" in anonymous.body
+
+
+def test_a_browser_reads_the_stream_with_a_short_lived_stream_token(
+    alice, bob, redis_queue, daphne_port
+):
+    body = completed_run(alice, redis_queue)
+    issued = alice.post(f"/api/v1/agent/runs/{body['threadId']}/stream-token")
+    assert issued.status_code == 201
+    token = issued.json()["token"]
+
+    stream = read_sse(daphne_port, body["threadId"], query={"token": token})
+    other_thread = read_sse(daphne_port, run_input()["threadId"], query={"token": token})
+    tampered = read_sse(daphne_port, body["threadId"], query={"token": token + "x"})
+
+    assert collapse(stream.types) == EXPECTED_TYPES
+    assert other_thread.status == 401
+    assert tampered.status == 401
+    assert bob.post(f"/api/v1/agent/runs/{body['threadId']}/stream-token").status_code == 404
+
+
+def test_a_failing_run_ends_with_run_error_and_is_marked_failed(
+    alice, alice_token, redis_queue, daphne_port
+):
+    body = run_input()
+    post_run(alice, body)
+    Message.objects.filter(run__run_id=body["runId"]).delete()  # the job cannot build a prompt
+    work_burst(redis_queue)
+
+    stream = read_sse(daphne_port, body["threadId"], token=alice_token)
+    assert stream.types[0] == "RUN_STARTED"
+    assert stream.types[-1] == "RUN_ERROR"
+    assert "RUN_FINISHED" not in stream.types
+    error = stream.events[-1]["data"]
+    assert error["message"] == "runtime execution failed" and "code" in error
+    run = Run.objects.get(run_id=body["runId"])
+    assert run.status == Run.Status.FAILED and "DoesNotExist" in run.error
