@@ -33,7 +33,7 @@ def completed_run(alice, redis_queue, text="Hello there, agent"):
 
 def collapse(types):
     """The type sequence with repeated TEXT_MESSAGE_CONTENT deltas counted once."""
-    collapsed = []
+    collapsed: list[str] = []
     for kind in types:
         if not (collapsed and kind == collapsed[-1] == "TEXT_MESSAGE_CONTENT"):
             collapsed.append(kind)
