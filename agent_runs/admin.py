@@ -5,7 +5,7 @@ from typing import Any
 from django.contrib import admin
 from django.http import HttpRequest
 
-from agent_runs.models import ApiToken, Message, Run, Thread
+from agent_runs.models import ApiToken, Message, Run, RunEvent, Thread
 
 
 class ReadOnlyAdminMixin:
@@ -23,6 +23,19 @@ class MessageInline(ReadOnlyAdminMixin, admin.TabularInline):
     extra = 0
     can_delete = False
     ordering = ("seq",)
+
+
+class RunEventInline(ReadOnlyAdminMixin, admin.TabularInline):
+    """The run's AG-UI events as a timeline, in the order clients received them."""
+
+    model = RunEvent
+    fields = ("id", "type", "payload", "created_at")
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+    ordering = ("id",)
+    verbose_name = "event"
+    verbose_name_plural = "events (timeline)"
 
 
 class RunInline(ReadOnlyAdminMixin, admin.TabularInline):
@@ -57,7 +70,7 @@ class RunAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_select_related = ("thread__owner",)
     date_hierarchy = "created_at"
     readonly_fields = [field.name for field in Run._meta.fields]
-    inlines = (MessageInline,)
+    inlines = (MessageInline, RunEventInline)
 
     @admin.display(ordering="thread__owner__username")
     def owner(self, run: Run) -> Any:

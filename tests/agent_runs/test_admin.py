@@ -2,7 +2,7 @@ import pytest
 from django.contrib.auth import get_user_model
 
 from agent_runs.models import Run
-from tests.conftest import post_run, run_input
+from tests.conftest import post_run, run_input, work_burst
 
 pytestmark = pytest.mark.django_db
 
@@ -56,3 +56,17 @@ def test_a_non_staff_session_cannot_open_the_admin(client, redis_queue):
     response = client.get("/admin/agent_runs/run/")
     assert response.status_code == 302
     assert "/admin/login/" in response["Location"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_runs_admin_page_shows_its_events_in_order(alice, staff_client, redis_queue):
+    body = run_input()
+    post_run(alice, body)
+    work_burst(redis_queue)
+    run = Run.objects.get(run_id=body["runId"])
+
+    page = staff_client.get(f"/admin/agent_runs/run/{run.pk}/change/").content.decode()
+
+    positions = [page.index(kind) for kind in ("RUN_STARTED", "TEXT_MESSAGE_END", "RUN_FINISHED")]
+    assert positions == sorted(positions)
+    assert "events (timeline)" in page.lower()

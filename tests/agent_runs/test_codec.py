@@ -1,0 +1,180 @@
+"""The AG-UI codec and the AgentScope mapping: pure, no database."""
+
+import pytest
+from ag_ui.core import (
+    RunErrorEvent,
+    RunFinishedEvent,
+    RunStartedEvent,
+    StepFinishedEvent,
+    StepStartedEvent,
+    TextMessageContentEvent,
+    TextMessageEndEvent,
+    TextMessageStartEvent,
+)
+from agentscope.event import (
+    TextBlockDeltaEvent,
+    ToolCallDeltaEvent,
+    ToolCallEndEvent,
+    ToolCallStartEvent,
+    ToolResultEndEvent,
+    ToolResultTextDeltaEvent,
+)
+
+from agent_runs.agui_mapping import RunMappingState, map_agentscope_event
+from agent_runs.codec import EventOrderError, EventSequence, encode_event, sse_frame
+
+IDS = {"threadId": "t-1", "runId": "r-1"}
+
+
+def test_the_codec_removes_internal_statistics_and_keeps_spec_nulls():
+    event = TextMessageEndEvent(
+        message_id="m", answer="hi", error=None, inputTokens=3, outputTokens=4, cost="0.1",
+        latencyMs=9, model="demo", totalTokens=7, **IDS,
+    )  # fmt: skip
+    payload = encode_event(event)
+    assert payload == {
+        "type": "TEXT_MESSAGE_END", "messageId": "m", "answer": "hi", "error": None,
+        "totalTokens": 7, **IDS,
+    }  # fmt: skip
+    assert encode_event(RunErrorEvent(message="boom", code=None, **IDS))["code"] is None
+
+
+def test_an_sse_frame_names_the_event_by_its_type():
+    frame = sse_frame(42, {"type": "RUN_STARTED", **IDS})
+    assert frame == (
+        b"id: 42\nevent: RUN_STARTED\n"
+        b'data: {"type":"RUN_STARTED","threadId":"t-1","runId":"r-1"}\n\n'
+    )
+
+
+def check_all(*events):
+    sequence = EventSequence()
+    for event in events:
+        sequence.check(encode_event(event))
+    return sequence
+
+
+def test_a_well_ordered_run_passes_the_ordering_rules():
+    sequence = check_all(
+        RunStartedEvent(thread_id="t-1", run_id="r-1"),
+        StepStartedEvent(step_name="worker"),
+        TextMessageStartEvent(message_id="m", role="assistant"),
+        TextMessageContentEvent(message_id="m", delta="hi"),
+        TextMessageEndEvent(message_id="m"),
+        StepFinishedEvent(step_name="worker"),
+        RunFinishedEvent(thread_id="t-1", run_id="r-1"),
+    )
+    assert sequence.ended
+
+
+@pytest.mark.parametrize(
+    ("events", "problem"),
+    [
+        ([StepStartedEvent(step_name="worker")], "before RUN_STARTED"),
+        (
+            [RunStartedEvent(thread_id="t", run_id="r"), StepFinishedEvent(step_name="worker")],
+            "not open",
+        ),
+        (
+            [
+                RunStartedEvent(thread_id="t", run_id="r"),
+                TextMessageStartEvent(message_id="m", role="assistant"),
+                RunFinishedEvent(thread_id="t", run_id="r"),
+            ],
+            "still open",
+        ),
+        (
+            [
+                RunStartedEvent(thread_id="t", run_id="r"),
+                RunErrorEvent(message="x"),
+                StepStartedEvent(step_name="worker"),
+            ],
+            "after the run's terminal event",
+        ),
+        (
+            [
+                RunStartedEvent(thread_id="t", run_id="r"),
+                StepStartedEvent(step_name="worker"),
+                StepStartedEvent(step_name="worker"),
+            ],
+            "started twice",
+        ),
+    ],
+)
+def test_an_ordering_violation_is_refused(events, problem):
+    with pytest.raises(EventOrderError, match=problem):
+        check_all(*events)
+
+
+def test_run_error_may_end_a_run_with_things_still_open():
+    sequence = check_all(
+        RunStartedEvent(thread_id="t", run_id="r"),
+        StepStartedEvent(step_name="worker"),
+        RunErrorEvent(message="x"),
+    )
+    assert sequence.ended
+
+
+def mapped(events, state):
+    out = []
+    for event in events:
+        out.extend(encode_event(e) for e in map_agentscope_event(event, state))
+    return out
+
+
+def test_text_deltas_become_one_text_message_with_its_content():
+    state = RunMappingState(thread_id="t-1", run_id="r-1", stage="worker", message_id="m")
+    payloads = mapped(
+        [
+            TextBlockDeltaEvent(reply_id="x", block_id="b", delta="Hel"),
+            TextBlockDeltaEvent(reply_id="x", block_id="b", delta="lo"),
+        ],
+        state,
+    )
+    assert [p["type"] for p in payloads] == [
+        "TEXT_MESSAGE_START",
+        "TEXT_MESSAGE_CONTENT",
+        "TEXT_MESSAGE_CONTENT",
+    ]
+    assert state.text == "Hello"
+    assert payloads[0]["messageId"] == "m" and payloads[0]["role"] == "assistant"
+
+
+def test_a_tool_call_maps_to_start_args_end_and_result_with_the_spec_fields():
+    state = RunMappingState(thread_id="t-1", run_id="r-1", stage="worker", message_id="m")
+    payloads = mapped(
+        [
+            ToolCallStartEvent(reply_id="x", tool_call_id="c1", tool_call_name="calendar_write"),
+            ToolCallDeltaEvent(reply_id="x", tool_call_id="c1", delta='{"title": '),
+            ToolCallDeltaEvent(reply_id="x", tool_call_id="c1", delta='"Standup"}'),
+            ToolCallEndEvent(reply_id="x", tool_call_id="c1"),
+            ToolResultTextDeltaEvent(reply_id="x", tool_call_id="c1", delta='{"id": 7}'),
+            ToolResultEndEvent(reply_id="x", tool_call_id="c1", state="success"),
+        ],
+        state,
+    )
+    kinds = [p["type"] for p in payloads]
+    assert kinds == ["TOOL_CALL_START", "TOOL_CALL_ARGS", "TOOL_CALL_END", "TOOL_CALL_RESULT"]
+    start, args, end, result = payloads
+    assert start["toolCallId"] == "c1" and start["toolCallName"] == "calendar_write"
+    assert start["stage"] == "worker" and start["messageId"] == "m"
+    assert args["args"] == {"title": "Standup"}
+    assert end["toolCallId"] == "c1"
+    assert result["tool_call_id"] == "c1" and result["tool_name"] == "calendar_write"
+    assert result["tool_call_args"] == {"title": "Standup"}
+    assert result["status"] == "success" and result["result"] == '{"id": 7}'
+    assert result["error"] is None and result["role"] == "tool"
+    sequence = EventSequence()  # and the mapped events are well ordered
+
+    sequence.check({"type": "RUN_STARTED"})
+    for payload in payloads:
+        sequence.check(payload)
+
+
+def test_mapping_state_belongs_to_one_run():
+    first = RunMappingState(thread_id="t", run_id="r1", stage="worker", message_id="m1")
+    second = RunMappingState(thread_id="t", run_id="r2", stage="worker", message_id="m2")
+    delta = TextBlockDeltaEvent(reply_id="x", block_id="b", delta="a")
+    assert mapped([delta], first)[0]["type"] == "TEXT_MESSAGE_START"
+    assert mapped([delta], second)[0]["type"] == "TEXT_MESSAGE_START"
+    assert mapped([delta], first)[0]["type"] == "TEXT_MESSAGE_CONTENT"
