@@ -26,6 +26,8 @@ from agent_runs.event_log import stream_key
 
 logger = logging.getLogger(__name__)
 
+# The name of each stream's Redis connection, to count them in CLIENT LIST.
+SSE_CLIENT_NAME = "agent-sse"
 _REPLAY_PAGE = 1000
 _LIVE_BATCH = 500
 _RETRY_MS = 3000
@@ -57,7 +59,7 @@ async def thread_event_stream(
     """SSE frames for a thread's events after ``after_id`` (or from the latest run's start),
     ending after the latest run's terminal event unless ``follow``."""
     yield retry_frame(_RETRY_MS)
-    client = aioredis.Redis.from_url(settings.REDIS_URL)
+    client = aioredis.Redis.from_url(settings.REDIS_URL, client_name=SSE_CLIENT_NAME)
     key = stream_key(thread_id)
     try:
         live_from: str | None = await _stream_end(client, key)  # subscribe before replaying

@@ -1,3 +1,8 @@
+import os
+import socket
+import subprocess
+import sys
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -89,15 +94,33 @@ def send(request: Callable[[], Any]) -> Any:
 @pytest.fixture(scope="session")
 def daphne_port(django_db_setup: Any, django_db_blocker: Any) -> Iterator[int]:
     """A real daphne serving the project on the test database and Redis."""
-    import os
-    import socket
-    import subprocess
-    import sys
-    import time
+    server, port = start_daphne(redis_url=settings.REDIS_URL)
+    yield port
+    stop_process(server)
 
+
+def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def wait_for_port(port: int, process: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return
+        except OSError:
+            if time.monotonic() > deadline or process.poll() is not None:
+                process.kill()
+                raise RuntimeError(f"{process.args!r} did not start") from None
+            time.sleep(0.05)
+
+
+def start_daphne(*, redis_url: str) -> tuple[subprocess.Popen[bytes], int]:
+    port = free_port()
     database = settings.DATABASES["default"]
     env = dict(
         os.environ,
@@ -105,36 +128,22 @@ def daphne_port(django_db_setup: Any, django_db_blocker: Any) -> Iterator[int]:
             f"postgres://{database['USER']}:{database['PASSWORD']}@{database['HOST']}:"
             f"{database['PORT']}/{database['NAME']}"
         ),
-        REDIS_URL=settings.REDIS_URL,
+        REDIS_URL=redis_url,
         DJANGO_DEBUG="false",
         DJANGO_SECRET_KEY=settings.SECRET_KEY,
         DJANGO_ALLOWED_HOSTS="127.0.0.1",
         AGENT_SSE_KEEPALIVE_SECONDS="0.3",
     )
-    server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "daphne",
-            "-b",
-            "127.0.0.1",
-            "-p",
-            str(port),
-            "config.asgi:application",
-        ],
-        cwd=settings.BASE_DIR,
-        env=env,
-    )
-    deadline = time.monotonic() + 20
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            break
-        except OSError:
-            if time.monotonic() > deadline or server.poll() is not None:
-                server.kill()
-                raise RuntimeError("daphne did not start") from None
-            time.sleep(0.1)
-    yield port
-    server.terminate()
-    server.wait(timeout=10)
+    command = [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port)]
+    server = subprocess.Popen([*command, "config.asgi:application"], cwd=settings.BASE_DIR, env=env)
+    wait_for_port(port, server)
+    return server, port
+
+
+def stop_process(process: subprocess.Popen[bytes]) -> None:
+    process.terminate()
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
