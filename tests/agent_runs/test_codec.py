@@ -1,5 +1,7 @@
 """The AG-UI codec and the AgentScope mapping: pure, no database."""
 
+from typing import Any
+
 import pytest
 from ag_ui.core import (
     RunErrorEvent,
@@ -116,7 +118,7 @@ def test_run_error_may_end_a_run_with_things_still_open():
 
 
 def mapped(events, state):
-    out = []
+    out: list[dict[str, Any]] = []
     for event in events:
         out.extend(encode_event(e) for e in map_agentscope_event(event, state))
     return out

@@ -5,6 +5,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import redis
@@ -102,7 +103,7 @@ def test_the_stream_survives_a_redis_restart_mid_run(alice, alice_token, redis_q
         post_run(alice, body)
         run = Run.objects.get(run_id=body["runId"])
         ids = {"threadId": body["threadId"], "runId": body["runId"]}
-        received = {}
+        received: dict[str, Any] = {}
         listener = threading.Thread(
             target=lambda: received.update(
                 stream=read_sse(port, body["threadId"], token=alice_token, timeout=30)
