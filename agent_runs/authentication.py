@@ -60,7 +60,7 @@ def stream_token_issue(*, user: Any, thread_id: uuid.UUID) -> str:
     return signing.dumps({"u": user.pk, "t": str(thread_id)}, salt=_STREAM_TOKEN_SALT)
 
 
-def stream_request_user(request: HttpRequest, *, thread_id: uuid.UUID) -> Any | None:
+def stream_request_user(*, request: HttpRequest, thread_id: uuid.UUID) -> Any | None:
     """The user behind an event-stream request: a bearer token, a stream token for this
     thread (``?token=``), or the session. ``None`` when there is none that holds."""
     header = request.headers.get("Authorization", "").split()

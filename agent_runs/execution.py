@@ -85,7 +85,8 @@ def _run_worker_stage(*, run: Run, emitter: RunEventEmitter) -> None:
         thread_id=str(run.thread_id), run_id=run.run_id, stage=WORKER_STAGE, message_id=message_id
     )
     final = None
-    for item in iterate_async(worker_reply(user_text=user_message.content)):
+    reply = worker_reply(user_text=user_message.content)
+    for item in iterate_async(reply, on_idle=emitter.flush):
         if isinstance(item, Msg):
             final = item
             continue
@@ -132,6 +133,7 @@ def _run_worker_stage(*, run: Run, emitter: RunEventEmitter) -> None:
             )
         )
         emitter.emit(StepFinishedEvent(step_name=WORKER_STAGE, **ids))
+        emitter.flush()
 
 
 def run_fail(*, run_pk: int, error: str, emitter: RunEventEmitter | None = None) -> bool:

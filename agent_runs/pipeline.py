@@ -1,7 +1,7 @@
 """The agent run on AgentScope: one worker agent answering the run's user message."""
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any, TypeVar
 
 from agentscope.agent import Agent, InjectionConfig
@@ -27,17 +27,33 @@ def worker_reply(*, user_text: str) -> AsyncIterator[Any]:
     return agent.reply_stream(UserMsg(name="user", content=user_text), yield_final_msg=True)
 
 
-def iterate_async(generator: AsyncIterator[T]) -> Iterator[T]:
+def iterate_async(
+    generator: AsyncIterator[T],
+    *,
+    on_idle: Callable[[], None] | None = None,
+    idle_after: float = 0.005,
+) -> Iterator[T]:
     """Drive an async generator from synchronous code, one item at a time.
 
     The event loop runs only while the generator computes its next item, so the caller may
     use the ORM between items (Django refuses it while a loop is running in the thread).
+    ``on_idle`` is called, with the loop paused, once the generator has been quiet for
+    ``idle_after`` seconds (the job flushes its pending events then).
     """
     loop = asyncio.new_event_loop()
+
+    async def next_item() -> T:
+        return await anext(generator)
+
     try:
         while True:
+            task = loop.create_task(next_item())
+            if on_idle is not None:
+                done, _ = loop.run_until_complete(asyncio.wait({task}, timeout=idle_after))
+                if not done:
+                    on_idle()
             try:
-                yield loop.run_until_complete(anext(generator))
+                yield loop.run_until_complete(task)
             except StopAsyncIteration:
                 return
     finally:

@@ -9,4 +9,6 @@ django_asgi_app = get_asgi_application()
 
 from channels.routing import ProtocolTypeRouter  # noqa: E402 - needs the Django app set up first
 
-application = ProtocolTypeRouter({"http": django_asgi_app})
+from config.static import with_static_files  # noqa: E402
+
+application = ProtocolTypeRouter({"http": with_static_files(django_asgi_app)})

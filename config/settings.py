@@ -52,7 +52,6 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
-    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -149,7 +148,6 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = LOCAL_DIR / "static"
-WHITENOISE_USE_FINDERS = DEBUG
 
 LOGGING = {
     "version": 1,

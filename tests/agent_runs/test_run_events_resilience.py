@@ -23,7 +23,7 @@ from ag_ui.core import (
 from agent_runs import event_log
 from agent_runs.event_log import RunEventEmitter
 from agent_runs.models import Run
-from agent_runs.streaming import SSE_CLIENT_NAME
+from agent_runs.stream_hub import HUB_CLIENT_NAME
 from tests.agent_runs.sse import read_sse
 from tests.conftest import (
     free_port,
@@ -37,8 +37,13 @@ from tests.conftest import (
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.integration]
 
 
-def sse_connections(client: redis.Redis) -> int:
-    return sum(1 for entry in client.client_list() if entry.get("name") == SSE_CLIENT_NAME)
+def hub_reads(client: redis.Redis) -> int:
+    """daphne's stream hub connections blocked reading streams (CLIENT LIST flag ``b``)."""
+    return sum(
+        1
+        for entry in client.client_list()
+        if entry.get("name") == HUB_CLIENT_NAME and "b" in entry.get("flags", "")
+    )
 
 
 def test_a_client_that_disconnects_leaves_nothing_behind(
@@ -46,7 +51,6 @@ def test_a_client_that_disconnects_leaves_nothing_behind(
 ):
     body = run_input()
     post_run(alice, body)
-    baseline = sse_connections(redis_queue.connection)
     raw = socket.create_connection(("127.0.0.1", daphne_port))
     raw.sendall(
         f"GET /api/v1/agent/runs/{body['threadId']}/events?follow=true HTTP/1.1\r\n"
@@ -54,16 +58,16 @@ def test_a_client_that_disconnects_leaves_nothing_behind(
     )
     assert b"200" in raw.recv(4096).split(b"\r\n")[0]
     deadline = time.monotonic() + 5
-    while sse_connections(redis_queue.connection) == baseline and time.monotonic() < deadline:
+    while hub_reads(redis_queue.connection) == 0 and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert sse_connections(redis_queue.connection) == baseline + 1
+    assert hub_reads(redis_queue.connection) == 1
 
     raw.close()
 
     deadline = time.monotonic() + 5
-    while sse_connections(redis_queue.connection) > baseline and time.monotonic() < deadline:
+    while hub_reads(redis_queue.connection) > 0 and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert sse_connections(redis_queue.connection) == baseline
+    assert hub_reads(redis_queue.connection) == 0  # nothing reads the thread's stream now
 
 
 class RestartableRedis:

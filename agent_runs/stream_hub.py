@@ -1,0 +1,151 @@
+"""One Redis reader per process for every open event stream.
+
+Each SSE connection used to hold a Redis connection of its own, blocked in XREAD. The hub
+instead reads all followed threads' streams with one blocking XREAD on one connection and
+hands each entry to the subscribers of its thread. A subscription that is new to the hub
+wakes the blocked read through a private wake stream, so it is read from at once.
+
+A subscriber whose queue overflows, or every subscriber when Redis fails, gets ``RESET``:
+it then catches up from PostgreSQL (the truth), and carries on with the live entries.
+"""
+
+import asyncio
+import logging
+import uuid
+from typing import Any
+
+import redis.asyncio as aioredis
+from django.conf import settings
+from redis.exceptions import RedisError
+
+logger = logging.getLogger(__name__)
+
+HUB_CLIENT_NAME = "agent-sse-hub"
+RESET = object()  # queued to a subscriber that must catch up from PostgreSQL
+_QUEUE_LIMIT = 10_000
+_BATCH = 500
+_BLOCK_MS = 5_000
+_RETRY_SECONDS = 1.0
+
+
+class Subscription:
+    def __init__(self, hub: "StreamHub", key: str) -> None:
+        self.hub = hub
+        self.key = key
+        self.queue: asyncio.Queue[Any] = asyncio.Queue(maxsize=_QUEUE_LIMIT)
+
+    def deliver(self, item: Any) -> None:
+        try:
+            self.queue.put_nowait(item)
+        except asyncio.QueueFull:
+            # A client that reads too slowly: drop what is queued and let it catch up from
+            # PostgreSQL; the entries' ``prev`` ids would show the gap anyway.
+            while not self.queue.empty():
+                self.queue.get_nowait()
+            self.queue.put_nowait(RESET)
+
+    def close(self) -> None:
+        self.hub.unsubscribe(self)
+
+
+class StreamHub:
+    def __init__(self) -> None:
+        self.subscribers: dict[str, set[Subscription]] = {}
+        self.positions: dict[str, str] = {}
+        self.wake_key = f"agent:sse-hub:{uuid.uuid4().hex}:wake"
+        self.client = aioredis.Redis.from_url(
+            settings.REDIS_URL,
+            client_name=HUB_CLIENT_NAME,
+            # Longer than the blocking read, which would otherwise count as a failure.
+            socket_timeout=_BLOCK_MS / 1000 + 10,
+        )
+        self.task: asyncio.Task[None] | None = None
+
+    async def subscribe(self, key: str) -> Subscription:
+        """Start receiving the stream's new entries. Call before replaying from PostgreSQL:
+        an entry added after this call reaches the subscription."""
+        subscription = Subscription(self, key)
+        if key not in self.positions:
+            end = await self._stream_end(key)
+            if key not in self.positions:  # nobody subscribed to it meanwhile
+                self.positions[key] = end
+                self.subscribers[key] = set()
+                await self._wake()
+        self.subscribers[key].add(subscription)
+        if self.task is None or self.task.done():
+            self.task = asyncio.get_running_loop().create_task(self._read())
+        return subscription
+
+    def unsubscribe(self, subscription: Subscription) -> None:
+        subscribers = self.subscribers.get(subscription.key)
+        if subscribers is None:
+            return
+        subscribers.discard(subscription)
+        if not subscribers:
+            del self.subscribers[subscription.key]
+            self.positions.pop(subscription.key, None)
+            # Stop reading the stream now rather than when the blocked read times out.
+            asyncio.get_running_loop().create_task(self._wake())
+
+    async def _read(self) -> None:
+        wake_position = "$"
+        while self.subscribers:
+            streams: dict[Any, Any] = dict(self.positions)
+            streams[self.wake_key] = wake_position
+            try:
+                result: Any = await self.client.xread(streams, count=_BATCH, block=_BLOCK_MS)
+            except RedisError:
+                logger.warning("Redis read failed; streams catch up from PostgreSQL", exc_info=True)
+                await self._reset_all()
+                wake_position = "$"
+                continue
+            for raw_key, entries in result or []:
+                key = raw_key.decode()
+                if key == self.wake_key:
+                    wake_position = entries[-1][0].decode()
+                    continue
+                if key not in self.positions:
+                    continue  # its last subscriber left while we were reading
+                self.positions[key] = entries[-1][0].decode()
+                for subscription in list(self.subscribers.get(key, ())):
+                    subscription.deliver(entries)
+
+    async def _reset_all(self) -> None:
+        for subscribers in self.subscribers.values():
+            for subscription in subscribers:
+                subscription.deliver(RESET)
+        await asyncio.sleep(_RETRY_SECONDS)
+        for key in list(self.positions):
+            self.positions[key] = await self._stream_end(key)
+
+    async def _stream_end(self, key: str) -> str:
+        """The id of the stream's last entry ("0-0" when there is none, or Redis is down):
+        reading after it yields only new entries."""
+        try:
+            last: Any = await self.client.xrevrange(key, count=1)
+        except RedisError:
+            return "0-0"
+        return last[0][0].decode() if last else "0-0"
+
+    async def _wake(self) -> None:
+        if self.task is None or self.task.done():
+            return
+        try:
+            await self.client.xadd(self.wake_key, {"w": 1}, maxlen=10)
+            await self.client.expire(self.wake_key, 3600)
+        except RedisError:
+            pass  # the read loop is failing too, and will reset
+
+
+_hubs: dict[asyncio.AbstractEventLoop, StreamHub] = {}
+
+
+def stream_hub() -> StreamHub:
+    """The hub of the running event loop (daphne runs one loop per process)."""
+    loop = asyncio.get_running_loop()
+    hub = _hubs.get(loop)
+    if hub is None:
+        for stale in [other for other in _hubs if other.is_closed()]:
+            del _hubs[stale]
+        hub = _hubs[loop] = StreamHub()
+    return hub
