@@ -13,6 +13,7 @@ from typing import Any
 import redis
 from ag_ui.core import BaseEvent, EventType
 from django.conf import settings
+from django.db import connection as db_connection
 from django.db import transaction
 from django.db.models import Max
 from redis.exceptions import RedisError
@@ -51,7 +52,7 @@ class RunEventEmitter:
         *,
         run: Run,
         resume: bool = False,
-        batch_window: float = 0.002,
+        batch_window: float = 0.005,
         max_batch: int = 500,
     ) -> None:
         """``resume``: continue a run whose events were emitted elsewhere (a job that died),
@@ -82,23 +83,20 @@ class RunEventEmitter:
             self.flush()
 
     def flush(self) -> None:
-        """Write the pending events now."""
+        """Write the pending events now: one INSERT statement, and once it is committed one
+        stream entry holding the whole batch (``ids``, ``prev`` and ``data``, a JSON list)."""
         if not self._pending:
             return
-        rows = RunEvent.objects.bulk_create(
-            [
-                RunEvent(thread_id=self.run.thread_id, run=self.run, type=p["type"], payload=p)
-                for p in self._pending
-            ]
-        )
-        entries = []
-        for row in rows:
-            entries.append(
-                {"id": row.pk, "prev": self.previous_id, "data": json.dumps(row.payload)}
-            )
-            self.previous_id = row.pk
+        documents = [json.dumps(payload, separators=(",", ":")) for payload in self._pending]
+        ids = _insert_events(self.run, self._pending, documents)
+        entry = {
+            "ids": ",".join(map(str, ids)),
+            "prev": self.previous_id,
+            "data": "[" + ",".join(documents) + "]",
+        }
+        self.previous_id = ids[-1]
         thread_id = self.run.thread_id
-        transaction.on_commit(lambda: _publish(thread_id, entries))
+        transaction.on_commit(lambda: _publish(thread_id, entry))
         self._pending = []
         self._last_flush = time.monotonic()
 
@@ -111,17 +109,48 @@ class RunEventEmitter:
         return self.sequence.ended
 
 
-def _publish(thread_id: uuid.UUID, entries: list[dict[Any, Any]]) -> None:
+def _insert_events(run: Run, payloads: list[dict[str, Any]], documents: list[str]) -> list[int]:
+    """Insert a batch of events and return their ids, in order.
+
+    On PostgreSQL, raw SQL on purpose: this is the hot path of every run, and the ORM's bulk
+    insert encodes each payload's JSON again and escapes it into an array parameter, which
+    costs more than the rest of emitting. psycopg pipelines ``executemany`` into one round
+    trip.
+    """
+    if db_connection.vendor != "postgresql":
+        rows = RunEvent.objects.bulk_create(
+            [
+                RunEvent(thread_id=run.thread_id, run=run, type=p["type"], payload=p)
+                for p in payloads
+            ]
+        )
+        return [row.pk for row in rows]
+    sql = (
+        f"INSERT INTO {RunEvent._meta.db_table} (thread_id, run_id, type, payload, created_at) "
+        "VALUES (%s, %s, %s, %s::jsonb, now()) RETURNING id"
+    )
+    params = [
+        (run.thread_id, run.pk, payload["type"], document)
+        for payload, document in zip(payloads, documents, strict=True)
+    ]
+    ids = []
+    with db_connection.cursor() as cursor:
+        raw = cursor.cursor  # psycopg's own cursor, for executemany(returning=True)
+        raw.executemany(sql, params, returning=True)
+        while True:
+            ids.append(raw.fetchone()[0])
+            if not raw.nextset():
+                return ids
+
+
+def _publish(thread_id: uuid.UUID, entry: dict[str, Any]) -> None:
     try:
-        with redis_client().pipeline(transaction=False) as pipe:
-            for fields in entries:
-                pipe.xadd(
-                    stream_key(thread_id),
-                    fields,
-                    maxlen=settings.AGENT_EVENTS_STREAM_MAXLEN,
-                    approximate=True,
-                )
-            pipe.execute()
+        redis_client().xadd(
+            stream_key(thread_id),
+            entry,  # type: ignore[arg-type]  # redis-py's annotation is narrower than its API
+            maxlen=settings.AGENT_EVENTS_STREAM_MAXLEN,
+            approximate=True,
+        )
     except RedisError:
         # PostgreSQL has the events; readers fetch what the stream lacks from there.
-        logger.warning("could not publish %d events to Redis", len(entries), exc_info=True)
+        logger.warning("could not publish events %s to Redis", entry["ids"], exc_info=True)

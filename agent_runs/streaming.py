@@ -116,16 +116,20 @@ async def _live(subscription: Subscription, cursor: _Cursor) -> AsyncIterator[by
                 yield frame
             continue
         frames: list[bytes] = []
-        for _entry_id, fields in item:
-            event_id = int(fields[b"id"])
-            if event_id <= cursor.last_sent:
+        for _entry_id, fields in item:  # one entry: a batch of one run's events
+            ids = [int(event_id) for event_id in fields[b"ids"].split(b",")]
+            if ids[-1] <= cursor.last_sent:
                 continue  # already replayed
             if int(fields[b"prev"]) > cursor.last_sent:
                 async for frame in _replay(cursor):  # Redis missed events: fill the gap
                     frames.append(frame)
-                if cursor.done or event_id <= cursor.last_sent:
+                if cursor.done or ids[-1] <= cursor.last_sent:
                     continue
-            frames.append(cursor.frame(event_id, json.loads(fields[b"data"])))
+            for event_id, payload in zip(ids, json.loads(fields[b"data"]), strict=True):
+                if event_id > cursor.last_sent:
+                    frames.append(cursor.frame(event_id, payload))
+                    if cursor.done:
+                        break
             if cursor.done:
                 break
         if frames:
