@@ -6,7 +6,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.contrib.auth import get_user_model
+from django.contrib.auth import get_user, get_user_model
 from django.core import signing
 from django.http import HttpRequest
 from django.utils import timezone
@@ -69,7 +69,7 @@ def stream_request_user(*, request: HttpRequest, thread_id: uuid.UUID) -> Any | 
         return token.user if token else None
     if "token" in request.GET:
         return _stream_token_user(request.GET["token"], thread_id=thread_id)
-    user = request.user
+    user = get_user(request)  # the admin session's user, or AnonymousUser
     return user if user.is_authenticated else None
 
 

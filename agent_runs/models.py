@@ -143,14 +143,20 @@ class RunEvent(models.Model):
     time, so a thread's events are in id order.
     """
 
-    thread = models.ForeignKey(Thread, on_delete=models.CASCADE, related_name="events")
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="events")
+    # Indexed with the id below: reads are "this thread's (or run's) events in id order".
+    thread = models.ForeignKey(
+        Thread, on_delete=models.CASCADE, related_name="events", db_index=False
+    )
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="events", db_index=False)
     type = models.CharField(max_length=32)
     payload = models.JSONField()
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
-        indexes = [models.Index(fields=["thread", "id"], name="event_thread_id")]
+        indexes = [
+            models.Index(fields=["thread", "id"], name="event_thread_id"),
+            models.Index(fields=["run", "id"], name="event_run_id"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.pk} {self.type}"

@@ -146,4 +146,5 @@ async def db_call(function: Callable[..., T], /, **kwargs: Any) -> T:
         finally:
             db_connection.close()
 
-    return await sync_to_async(call)()
+    # The shared executor, not a thread of the request's own: a stream holds no thread.
+    return await sync_to_async(call, thread_sensitive=False)()

@@ -1,10 +1,10 @@
 from django.urls import path
 
-from agent_runs.views import RunCreateApi, StreamTokenCreateApi, run_events_stream
+from agent_runs.views import RunCreateApi, StreamTokenCreateApi
 
+# GET runs/<thread_id>/events is served in front of Django: see agent_runs/sse_app.py.
 urlpatterns = [
     path("runs", RunCreateApi.as_view(), name="run-create"),
-    path("runs/<uuid:thread_id>/events", run_events_stream, name="run-events"),
     path(
         "runs/<uuid:thread_id>/stream-token",
         StreamTokenCreateApi.as_view(),

@@ -5,8 +5,6 @@ from typing import cast
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import RequestDataTooBig
-from django.http import Http404, HttpRequest, JsonResponse, StreamingHttpResponse
-from django.http.response import HttpResponseBase
 from rest_framework import status
 from rest_framework.exceptions import ParseError, UnsupportedMediaType
 from rest_framework.request import Request
@@ -14,10 +12,9 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agent_runs import selectors, services
-from agent_runs.authentication import stream_request_user, stream_token_issue
+from agent_runs.authentication import stream_token_issue
 from agent_runs.errors import RunPayloadTooLarge
 from agent_runs.schemas import MAX_PAYLOAD_BYTES, parse_run_agent_input
-from agent_runs.streaming import db_call, thread_event_stream
 
 
 class RunCreateApi(APIView):
@@ -65,49 +62,3 @@ class StreamTokenCreateApi(APIView):
         token = stream_token_issue(user=request.user, thread_id=thread.id)
         ttl = settings.AGENT_STREAM_TOKEN_TTL_SECONDS
         return Response({"token": token, "expiresIn": ttl}, status=status.HTTP_201_CREATED)
-
-
-async def run_events_stream(request: HttpRequest, thread_id: uuid.UUID) -> HttpResponseBase:
-    """``GET /api/v1/agent/runs/{thread_id}/events``: the thread's AG-UI events as SSE
-    (spec/sse-events-and-usage.md, section 2), resumable with ``Last-Event-ID``."""
-    if request.method != "GET":
-        return JsonResponse({"detail": f'Method "{request.method}" not allowed.'}, status=405)
-    cursor = request.headers.get("Last-Event-ID") or request.GET.get("lastEventId")
-    if cursor is not None and not cursor.isdigit():
-        return JsonResponse({"detail": "Last-Event-ID must be an event id"}, status=400)
-    opened = await db_call(
-        _stream_open,
-        request=request,
-        thread_id=thread_id,
-        after_id=int(cursor) if cursor is not None else None,
-    )
-    if isinstance(opened, HttpResponseBase):
-        return opened
-    stream = thread_event_stream(
-        thread_id=thread_id,
-        start=opened,
-        follow=request.GET.get("follow", "").lower() in ("1", "true", "yes"),
-    )
-    streaming = StreamingHttpResponse(stream, content_type="text/event-stream")
-    streaming["Cache-Control"] = "no-cache"
-    streaming["X-Accel-Buffering"] = "no"  # nginx: do not buffer the stream
-    return streaming
-
-
-def _stream_open(
-    *, request: HttpRequest, thread_id: uuid.UUID, after_id: int | None
-) -> selectors.EventStreamStart | JsonResponse:
-    """Who is asking, whether the thread is theirs, and where their stream starts: one trip
-    to the database for all three."""
-    user = stream_request_user(request=request, thread_id=thread_id)
-    if user is None:
-        response = JsonResponse(
-            {"detail": "Authentication credentials were not provided."}, status=401
-        )
-        response["WWW-Authenticate"] = "Bearer"
-        return response
-    try:
-        selectors.thread_get_for_user(user=user, thread_id=thread_id)
-    except Http404:
-        return JsonResponse({"detail": "Not found."}, status=404)
-    return selectors.event_stream_start(thread_id=thread_id, after_id=after_id)

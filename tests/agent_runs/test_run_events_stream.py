@@ -183,3 +183,20 @@ def test_a_failing_run_ends_with_run_error_and_is_marked_failed(
     assert error["message"] == "runtime execution failed" and "code" in error
     run = Run.objects.get(run_id=body["runId"])
     assert run.status == Run.Status.FAILED and "DoesNotExist" in run.error
+
+
+def test_a_browser_with_an_admin_session_reads_its_own_stream(
+    alice, client, redis_queue, daphne_port
+):
+    from django.conf import settings
+    from django.contrib.auth import get_user_model
+
+    body = completed_run(alice, redis_queue)
+    client.force_login(get_user_model().objects.get(username="alice"))
+    cookie = f"{settings.SESSION_COOKIE_NAME}={client.cookies[settings.SESSION_COOKIE_NAME].value}"
+
+    own = read_sse(daphne_port, body["threadId"], headers={"Cookie": cookie})
+    forged = read_sse(daphne_port, body["threadId"], headers={"Cookie": "sessionid=forged"})
+
+    assert collapse(own.types) == EXPECTED_TYPES
+    assert forged.status == 401
