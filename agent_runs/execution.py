@@ -27,6 +27,7 @@ from django.utils import timezone
 from agent_runs import selectors, services
 from agent_runs.agui_mapping import RunMappingState, map_agentscope_event
 from agent_runs.event_log import RunEventEmitter
+from agent_runs.llm import chat_model_for
 from agent_runs.models import Message, Run, Thread
 from agent_runs.pipeline import WORKER_STAGE, iterate_async, worker_reply
 
@@ -85,7 +86,8 @@ def _run_worker_stage(*, run: Run, emitter: RunEventEmitter) -> None:
         thread_id=str(run.thread_id), run_id=run.run_id, stage=WORKER_STAGE, message_id=message_id
     )
     final = None
-    reply = worker_reply(user_text=user_message.content)
+    model = chat_model_for(settings.AGENT_WORKER_MODEL)
+    reply = worker_reply(user_text=user_message.content, model=model)
     for item in iterate_async(reply, on_idle=emitter.flush):
         if isinstance(item, Msg):
             final = item

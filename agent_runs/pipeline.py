@@ -6,8 +6,7 @@ from typing import Any, TypeVar
 
 from agentscope.agent import Agent, InjectionConfig
 from agentscope.message import UserMsg
-
-from agent_runs.demo_model import DemoChatModel
+from agentscope.model import ChatModelBase
 
 WORKER_STAGE = "worker"
 WORKER_SYSTEM_PROMPT = "You are a helpful assistant. Answer the user's message clearly."
@@ -15,12 +14,12 @@ WORKER_SYSTEM_PROMPT = "You are a helpful assistant. Answer the user's message c
 T = TypeVar("T")
 
 
-def worker_reply(*, user_text: str) -> AsyncIterator[Any]:
+def worker_reply(*, user_text: str, model: ChatModelBase) -> AsyncIterator[Any]:
     """AgentScope's events for the worker's reply, then its final ``Msg``."""
     agent = Agent(
         name=WORKER_STAGE,
         system_prompt=WORKER_SYSTEM_PROMPT,
-        model=DemoChatModel(),
+        model=model,
         # Without this AgentScope appends a runtime-state hint block to every prompt.
         injection_config=InjectionConfig(inject_runtime_state=False),
     )

@@ -13,6 +13,7 @@ from django.db import connections
 from rq import Worker
 
 import agent_runs.jobs  # noqa: F401 - preloaded on purpose, see the module docstring
+from agent_runs.demo_model import DemoChatModel
 from agent_runs.execution import runs_recover
 from agent_runs.pipeline import iterate_async, worker_reply
 
@@ -21,7 +22,7 @@ logger = logging.getLogger(__name__)
 
 class RunWorker(Worker):
     def work(self, *args: Any, **kwargs: Any) -> bool:
-        for _item in iterate_async(worker_reply(user_text="warm-up")):
+        for _item in iterate_async(worker_reply(user_text="warm-up", model=DemoChatModel())):
             pass
         failed, enqueued = runs_recover()
         if failed or enqueued:

@@ -116,6 +116,14 @@ RQ_QUEUES = {
 # The worker class imports AgentScope before it forks (see agent_runs/worker.py).
 RQ = {"WORKER_CLASS": "agent_runs.worker.RunWorker"}
 
+# Models (DESIGN.md, "Model configuration"): "demo" runs offline with no key.
+AGENT_WORKER_MODEL = env_str("AGENT_WORKER_MODEL", "demo")
+AGENT_MODEL_MAX_RETRIES = env_int("AGENT_MODEL_MAX_RETRIES", 2, minimum=0)
+AGENT_MODEL_RETRY_DELAY_SECONDS = env_float("AGENT_MODEL_RETRY_DELAY_SECONDS", 1.0, minimum=0)
+AGENT_MODEL_TIMEOUT_SECONDS = env_float("AGENT_MODEL_TIMEOUT_SECONDS", 120.0, minimum=1)
+OPENAI_API_KEY = env_str("OPENAI_API_KEY", "")
+OPENAI_BASE_URL = env_str("OPENAI_BASE_URL", "")
+
 # The event stream (spec/sse-events-and-usage.md).
 AGENT_EVENTS_STREAM_MAXLEN = env_int("AGENT_EVENTS_STREAM_MAXLEN", 10_000, minimum=100)
 AGENT_SSE_KEEPALIVE_SECONDS = env_float("AGENT_SSE_KEEPALIVE_SECONDS", 15.0, minimum=0.05)

@@ -1,0 +1,64 @@
+"""Runs on an OpenAI-compatible provider, faked only at the network boundary."""
+
+import pytest
+
+from agent_runs.models import Message, Run
+from tests.agent_runs.sse import read_sse
+from tests.conftest import post_run, run_input, work_burst
+from tests.fake_llm import FakeOpenAI
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.integration]
+
+
+@pytest.fixture
+def fake_openai(settings):
+    with FakeOpenAI() as fake:
+        settings.AGENT_WORKER_MODEL = "openai/gpt-test"
+        settings.OPENAI_BASE_URL = fake.base_url
+        settings.OPENAI_API_KEY = "sk-test"
+        settings.AGENT_MODEL_MAX_RETRIES = 1
+        settings.AGENT_MODEL_RETRY_DELAY_SECONDS = 0
+        yield fake
+
+
+def test_a_run_streams_the_providers_answer(
+    alice, alice_token, redis_queue, daphne_port, fake_openai
+):
+    body = run_input(messages=[{"id": "m1", "role": "user", "content": "Say hello"}])
+    post_run(alice, body)
+    work_burst(redis_queue)
+
+    run = Run.objects.get(run_id=body["runId"])
+    assert run.status == Run.Status.COMPLETED, run.error
+    request = fake_openai.requests[0]
+    assert request["path"] == "/v1/chat/completions"
+    headers = {name.lower(): value for name, value in request["headers"].items()}
+    assert headers["authorization"] == "Bearer sk-test"
+    assert request["body"]["model"] == "gpt-test"
+    assert request["body"]["messages"][-1]["content"][0]["text"] == "Say hello"
+    answer = "Hello from the fake model."
+    assert Message.objects.get(run=run, role="assistant").content == answer
+    stream = read_sse(daphne_port, body["threadId"], token=alice_token)
+    deltas = [f["data"]["delta"] for f in stream.events if f["event"] == "TEXT_MESSAGE_CONTENT"]
+    assert deltas == fake_openai.answer
+    assert stream.types[-1] == "RUN_FINISHED"
+
+
+def test_a_model_error_ends_the_run_with_run_error_after_bounded_retries(
+    alice, alice_token, redis_queue, daphne_port, fake_openai
+):
+    fake_openai.status = 500
+    body = run_input()
+    post_run(alice, body)
+    work_burst(redis_queue)
+
+    run = Run.objects.get(run_id=body["runId"])
+    assert run.status == Run.Status.FAILED
+    assert "InternalServerError" in run.error  # the cause, for staff
+    assert len(fake_openai.requests) == 2  # the call and one retry
+    stream = read_sse(daphne_port, body["threadId"], token=alice_token)
+    assert stream.types[0] == "RUN_STARTED"
+    assert stream.types[-1] == "RUN_ERROR"
+    assert "RUN_FINISHED" not in stream.types
+    assert stream.events[-1]["data"]["message"] == "runtime execution failed"
+    assert "upstream exploded" not in str(stream.events)  # the cause stays private

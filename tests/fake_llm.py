@@ -1,0 +1,70 @@
+"""A loopback HTTP server speaking the OpenAI chat-completions wire format, so the real
+provider client runs in tests (the model is faked only at the network boundary)."""
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+class FakeOpenAI:
+    def __init__(self) -> None:
+        self.answer = ["Hello", " from", " the", " fake", " model."]
+        self.status = 200
+        self.requests: list[dict[str, Any]] = []
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length", "0"))
+                body = json.loads(self.rfile.read(length) or b"{}")
+                fake.requests.append(
+                    {"path": self.path, "headers": dict(self.headers), "body": body}
+                )
+                if fake.status != 200:
+                    self._send_json(fake.status, {"error": {"message": "upstream exploded"}})
+                    return
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.end_headers()
+                for piece in fake.answer:
+                    self._chunk({"role": "assistant", "content": piece}, None)
+                self._chunk({}, "stop")
+                usage = {"prompt_tokens": 11, "completion_tokens": 5, "total_tokens": 16}
+                self._data({**_envelope(), "choices": [], "usage": usage})
+                self.wfile.write(b"data: [DONE]\n\n")
+
+            def _chunk(self, delta: dict[str, Any], finish: str | None) -> None:
+                choice = {"index": 0, "delta": delta, "finish_reason": finish}
+                self._data({**_envelope(), "choices": [choice]})
+
+            def _data(self, payload: dict[str, Any]) -> None:
+                self.wfile.write(f"data: {json.dumps(payload)}\n\n".encode())
+                self.wfile.flush()
+
+            def _send_json(self, status: int, payload: dict[str, Any]) -> None:
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.base_url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self) -> "FakeOpenAI":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def _envelope() -> dict[str, Any]:
+    return {"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": "m"}
