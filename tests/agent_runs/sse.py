@@ -2,6 +2,7 @@
 
 import http.client
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlencode
@@ -31,10 +32,11 @@ def read_sse(
     query: dict[str, str] | None = None,
     headers: dict[str, str] | None = None,
     max_frames: int | None = None,
+    stop_when: Callable[[dict[str, Any]], bool] | None = None,
     timeout: float = 10,
 ) -> SseStream:
     """GET the thread's event stream and read frames until the server ends it (or
-    ``max_frames`` frames arrived)."""
+    ``max_frames`` frames arrived, or a frame satisfies ``stop_when``)."""
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
     path = f"/api/v1/agent/runs/{thread_id}/events"
     if query:
@@ -58,6 +60,8 @@ def read_sse(
         if text == "":
             if frame:
                 stream.frames.append(frame)
+                if stop_when is not None and stop_when(frame):
+                    break
             frame = {}
             continue
         name, _, value = text.partition(":")

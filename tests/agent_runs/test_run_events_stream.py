@@ -200,3 +200,37 @@ def test_a_browser_with_an_admin_session_reads_its_own_stream(
 
     assert collapse(own.types) == EXPECTED_TYPES
     assert forged.status == 401
+
+
+def test_a_followed_stream_stays_open_for_the_threads_next_run(
+    alice, alice_token, redis_queue, daphne_port
+):
+    first = completed_run(alice, redis_queue)
+    second = run_input(threadId=first["threadId"], runId="run-next")
+    received = {}
+
+    def second_run_finished(frame):
+        data = frame.get("data", {})
+        return data.get("type") == "RUN_FINISHED" and data.get("runId") == "run-next"
+
+    listener = threading.Thread(
+        target=lambda: received.update(
+            stream=read_sse(
+                daphne_port,
+                first["threadId"],
+                token=alice_token,
+                query={"follow": "true"},
+                stop_when=second_run_finished,
+            )
+        )
+    )
+    listener.start()
+    time.sleep(0.5)
+    post_run(alice, second)
+    work_burst(redis_queue)
+    listener.join(timeout=15)
+
+    assert not listener.is_alive()
+    runs = [frame["data"]["runId"] for frame in received["stream"].events]
+    assert runs[0] == first["runId"] and runs[-1] == "run-next"
+    assert runs == sorted(runs, key=lambda run_id: run_id == "run-next")  # first, then next
