@@ -5,9 +5,12 @@ fails at start-up with the variable's name instead of misbehaving later.
 """
 
 import os
-from typing import overload
+from collections.abc import Callable
+from typing import TypeVar, overload
 
 from django.core.exceptions import ImproperlyConfigured
+
+N = TypeVar("N", int, float)
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
@@ -35,26 +38,23 @@ def env_bool(name: str, default: bool) -> bool:
 
 
 def env_int(name: str, default: int, *, minimum: int | None = None) -> int:
-    value = os.environ.get(name)
-    if value is None or value.strip() == "":
-        return default
-    try:
-        number = int(value)
-    except ValueError as exc:
-        raise ImproperlyConfigured(f"{name} must be an integer, got {value!r}") from exc
-    if minimum is not None and number < minimum:
-        raise ImproperlyConfigured(f"{name} must be at least {minimum}, got {number}")
-    return number
+    return _env_number(name, default, int, "an integer", minimum)
 
 
 def env_float(name: str, default: float, *, minimum: float | None = None) -> float:
+    return _env_number(name, default, float, "a number", minimum)
+
+
+def _env_number(
+    name: str, default: N, parse: Callable[[str], N], kind: str, minimum: N | None
+) -> N:
     value = os.environ.get(name)
     if value is None or value.strip() == "":
         return default
     try:
-        number = float(value)
+        number = parse(value)
     except ValueError as exc:
-        raise ImproperlyConfigured(f"{name} must be a number, got {value!r}") from exc
+        raise ImproperlyConfigured(f"{name} must be {kind}, got {value!r}") from exc
     if minimum is not None and number < minimum:
         raise ImproperlyConfigured(f"{name} must be at least {minimum}, got {number}")
     return number

@@ -2,6 +2,7 @@
 
 import threading
 import time
+from typing import Any
 
 import pytest
 
@@ -111,7 +112,7 @@ def test_a_client_connected_before_the_run_gets_its_events_live(
 ):
     body = run_input()
     post_run(alice, body)
-    received = {}
+    received: dict[str, Any] = {}
 
     def listen():
         received["stream"] = read_sse(daphne_port, body["threadId"], token=alice_token)
@@ -207,7 +208,7 @@ def test_a_followed_stream_stays_open_for_the_threads_next_run(
 ):
     first = completed_run(alice, redis_queue)
     second = run_input(threadId=first["threadId"], runId="run-next")
-    received = {}
+    received: dict[str, Any] = {}
 
     def second_run_finished(frame):
         data = frame.get("data", {})
