@@ -128,6 +128,7 @@ def run_enqueue(*, run: Run) -> None:
             RUN_JOB,
             run.pk,
             job_id=str(run.task_id),
+            job_timeout=settings.AGENT_RUN_JOB_TIMEOUT,
             on_failure=Callback(RUN_JOB_FAILED),
             result_ttl=3600,
             failure_ttl=7 * 24 * 3600,

@@ -3,6 +3,7 @@ provider client runs in tests (the model is faked only at the network boundary).
 
 import json
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -11,6 +12,7 @@ class FakeOpenAI:
     def __init__(self) -> None:
         self.answer = ["Hello", " from", " the", " fake", " model."]
         self.status = 200
+        self.delay = 0.0  # seconds before answering
         self.requests: list[dict[str, Any]] = []
         fake = self
 
@@ -21,6 +23,7 @@ class FakeOpenAI:
                 fake.requests.append(
                     {"path": self.path, "headers": dict(self.headers), "body": body}
                 )
+                time.sleep(fake.delay)
                 if fake.status != 200:
                     self._send_json(fake.status, {"error": {"message": "upstream exploded"}})
                     return

@@ -1,6 +1,10 @@
 """Runs going through a real RQ worker (forking work-horses) on PostgreSQL and Redis."""
 
+from datetime import timedelta
+
 import pytest
+from django.conf import settings
+from django.utils import timezone
 
 from agent_runs.demo_model import demo_answer
 from agent_runs.models import Message, Run
@@ -96,3 +100,17 @@ def test_a_run_whose_job_was_lost_with_redis_is_recovered_by_the_next_worker(ali
 
     run = Run.objects.get(run_id=body["runId"])
     assert run.status == Run.Status.COMPLETED, run.error
+
+
+def test_a_run_left_running_by_a_dead_worker_is_failed_by_the_next_worker(alice, redis_queue):
+    body = run_input()
+    post_run(alice, body)
+    stale = timezone.now() - timedelta(seconds=settings.AGENT_RUN_JOB_TIMEOUT + 120)
+    Run.objects.filter(run_id=body["runId"]).update(status=Run.Status.RUNNING, started_at=stale)
+
+    work_burst(redis_queue)
+
+    run = Run.objects.get(run_id=body["runId"])
+    assert run.status == Run.Status.FAILED
+    assert run.error == "the worker running this run stopped"
+    assert list(run.events.values_list("type", flat=True)) == ["RUN_STARTED", "RUN_ERROR"]

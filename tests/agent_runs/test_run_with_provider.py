@@ -62,3 +62,19 @@ def test_a_model_error_ends_the_run_with_run_error_after_bounded_retries(
     assert "RUN_FINISHED" not in stream.types
     assert stream.events[-1]["data"]["message"] == "runtime execution failed"
     assert "upstream exploded" not in str(stream.events)  # the cause stays private
+
+
+def test_a_run_that_outlives_its_job_timeout_fails_with_run_error(
+    alice, alice_token, redis_queue, daphne_port, fake_openai, settings
+):
+    fake_openai.delay = 5
+    settings.AGENT_RUN_JOB_TIMEOUT = 1
+    body = run_input()
+    post_run(alice, body)
+    work_burst(redis_queue)
+
+    run = Run.objects.get(run_id=body["runId"])
+    assert run.status == Run.Status.FAILED
+    assert "JobTimeoutException" in run.error
+    stream = read_sse(daphne_port, body["threadId"], token=alice_token)
+    assert stream.types[-1] == "RUN_ERROR"
