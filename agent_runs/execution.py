@@ -9,6 +9,7 @@ import traceback
 import uuid
 from datetime import timedelta
 
+import openai
 from ag_ui.core import (
     RunErrorEvent,
     RunFinishedEvent,
@@ -20,9 +21,11 @@ from ag_ui.core import (
 )
 from agentscope.message import Msg
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 from django.db import transaction
 from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
+from rq.timeouts import JobTimeoutException
 
 from agent_runs import selectors, services
 from agent_runs.agui_mapping import RunMappingState, map_agentscope_event
@@ -69,9 +72,9 @@ def run_execute(*, run_pk: int) -> None:
         emitter.emit(RunStartedEvent(**ids))
         _run_worker_stage(run=run, emitter=emitter)
         emitter.emit(RunFinishedEvent(**ids))
-    except Exception:
+    except Exception as exc:
         logger.exception("run %s failed", run.pk)
-        run_fail(run_pk=run.pk, error=traceback.format_exc(), emitter=emitter)
+        run_fail(run_pk=run.pk, error=traceback.format_exc(), code=error_code(exc), emitter=emitter)
     finally:
         run_dispatch_next(thread_id=run.thread_id)
 
@@ -138,7 +141,24 @@ def _run_worker_stage(*, run: Run, emitter: RunEventEmitter) -> None:
         emitter.flush()
 
 
-def run_fail(*, run_pk: int, error: str, emitter: RunEventEmitter | None = None) -> bool:
+def error_code(exc: BaseException) -> str:
+    """The stable ``RUN_ERROR.code`` for a failure; the details stay in ``Run.error``."""
+    if isinstance(exc, openai.APIError):
+        return "model_error"
+    if isinstance(exc, JobTimeoutException):
+        return "timeout"
+    if isinstance(exc, ImproperlyConfigured):
+        return "configuration_error"
+    return "internal_error"
+
+
+def run_fail(
+    *,
+    run_pk: int,
+    error: str,
+    code: str = "internal_error",
+    emitter: RunEventEmitter | None = None,
+) -> bool:
     """Mark a run that has not ended as failed, keeping the error for staff, and end its
     event stream with ``RUN_ERROR`` (the public message says nothing of the cause)."""
     updated = Run.objects.filter(
@@ -152,7 +172,7 @@ def run_fail(*, run_pk: int, error: str, emitter: RunEventEmitter | None = None)
         emitter.emit(
             RunErrorEvent(
                 message=RUN_ERROR_MESSAGE,
-                code=None,
+                code=code,
                 threadId=str(run.thread_id),
                 runId=run.run_id,
             )
@@ -179,7 +199,9 @@ def runs_recover() -> tuple[int, int]:
     for run_pk in Run.objects.filter(
         status=Run.Status.RUNNING, started_at__lt=stale_before
     ).values_list("pk", flat=True):
-        failed += run_fail(run_pk=run_pk, error="the worker running this run stopped")
+        failed += run_fail(
+            run_pk=run_pk, error="the worker running this run stopped", code="worker_lost"
+        )
     thread_ids = (
         Run.objects.filter(status=Run.Status.QUEUED)
         .exclude(thread__runs__status=Run.Status.RUNNING)

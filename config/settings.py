@@ -123,6 +123,10 @@ AGENT_MODEL_RETRY_DELAY_SECONDS = env_float("AGENT_MODEL_RETRY_DELAY_SECONDS", 1
 AGENT_MODEL_TIMEOUT_SECONDS = env_float("AGENT_MODEL_TIMEOUT_SECONDS", 120.0, minimum=1)
 OPENAI_API_KEY = env_str("OPENAI_API_KEY", "")
 OPENAI_BASE_URL = env_str("OPENAI_BASE_URL", "")
+DEEPSEEK_API_KEY = env_str("DEEPSEEK_API_KEY", "")
+DEEPSEEK_BASE_URL = env_str("DEEPSEEK_BASE_URL", "")  # empty: DeepSeek's own
+DASHSCOPE_API_KEY = env_str("DASHSCOPE_API_KEY", "")
+DASHSCOPE_BASE_URL = env_str("DASHSCOPE_BASE_URL", "")  # empty: DashScope's compatible mode
 
 # The event stream (spec/sse-events-and-usage.md).
 AGENT_EVENTS_STREAM_MAXLEN = env_int("AGENT_EVENTS_STREAM_MAXLEN", 10_000, minimum=100)

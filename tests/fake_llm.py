@@ -13,6 +13,12 @@ class FakeOpenAI:
         self.answer = ["Hello", " from", " the", " fake", " model."]
         self.status = 200
         self.delay = 0.0  # seconds before answering
+        self.reasoning: list[str] = []  # DeepSeek / Qwen "reasoning_content" deltas
+        self.usage: dict[str, Any] = {
+            "prompt_tokens": 11,
+            "completion_tokens": 5,
+            "total_tokens": 16,
+        }
         self.requests: list[dict[str, Any]] = []
         fake = self
 
@@ -30,11 +36,12 @@ class FakeOpenAI:
                 self.send_response(200)
                 self.send_header("Content-Type", "text/event-stream")
                 self.end_headers()
+                for thought in fake.reasoning:
+                    self._chunk({"role": "assistant", "reasoning_content": thought}, None)
                 for piece in fake.answer:
                     self._chunk({"role": "assistant", "content": piece}, None)
                 self._chunk({}, "stop")
-                usage = {"prompt_tokens": 11, "completion_tokens": 5, "total_tokens": 16}
-                self._data({**_envelope(), "choices": [], "usage": usage})
+                self._data({**_envelope(), "choices": [], "usage": fake.usage})
                 self.wfile.write(b"data: [DONE]\n\n")
 
             def _chunk(self, delta: dict[str, Any], finish: str | None) -> None:

@@ -114,3 +114,4 @@ def test_a_run_left_running_by_a_dead_worker_is_failed_by_the_next_worker(alice,
     assert run.status == Run.Status.FAILED
     assert run.error == "the worker running this run stopped"
     assert list(run.events.values_list("type", flat=True)) == ["RUN_STARTED", "RUN_ERROR"]
+    assert run.events.get(type="RUN_ERROR").payload["code"] == "worker_lost"

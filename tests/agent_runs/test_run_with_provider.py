@@ -61,6 +61,7 @@ def test_a_model_error_ends_the_run_with_run_error_after_bounded_retries(
     assert stream.types[-1] == "RUN_ERROR"
     assert "RUN_FINISHED" not in stream.types
     assert stream.events[-1]["data"]["message"] == "runtime execution failed"
+    assert stream.events[-1]["data"]["code"] == "model_error"
     assert "upstream exploded" not in str(stream.events)  # the cause stays private
 
 
@@ -78,3 +79,77 @@ def test_a_run_that_outlives_its_job_timeout_fails_with_run_error(
     assert "JobTimeoutException" in run.error
     stream = read_sse(daphne_port, body["threadId"], token=alice_token)
     assert stream.types[-1] == "RUN_ERROR"
+    assert stream.events[-1]["data"]["code"] == "timeout"
+
+
+@pytest.mark.parametrize(
+    ("model_id", "key_setting", "url_setting", "usage"),
+    [
+        (
+            "deepseek/deepseek-chat",
+            "DEEPSEEK_API_KEY",
+            "DEEPSEEK_BASE_URL",
+            {
+                "prompt_tokens": 40,
+                "completion_tokens": 5,
+                "total_tokens": 45,
+                "prompt_tokens_details": {"cached_tokens": 32},
+                "prompt_cache_hit_tokens": 32,
+                "prompt_cache_miss_tokens": 8,
+            },
+        ),
+        (
+            "dashscope/qwen-plus",
+            "DASHSCOPE_API_KEY",
+            "DASHSCOPE_BASE_URL",
+            {
+                "prompt_tokens": 40,
+                "completion_tokens": 5,
+                "total_tokens": 45,
+                "completion_tokens_details": {"reasoning_tokens": 3},
+            },
+        ),
+    ],
+)
+def test_deepseek_and_dashscope_shaped_streams_give_the_answer_without_the_reasoning(
+    alice,
+    alice_token,
+    redis_queue,
+    daphne_port,
+    settings,
+    model_id,
+    key_setting,
+    url_setting,
+    usage,
+):
+    with FakeOpenAI() as fake:
+        fake.reasoning = ["Let me think.", " The user greets me."]
+        fake.usage = usage
+        settings.AGENT_WORKER_MODEL = model_id
+        setattr(settings, key_setting, "sk-provider")
+        setattr(settings, url_setting, fake.base_url)
+        body = run_input()
+        post_run(alice, body)
+        work_burst(redis_queue)
+
+    run = Run.objects.get(run_id=body["runId"])
+    assert run.status == Run.Status.COMPLETED, run.error
+    assert fake.requests[0]["body"]["model"] == model_id.split("/", 1)[1]
+    assert Message.objects.get(run=run, role="assistant").content == "Hello from the fake model."
+    stream = read_sse(daphne_port, body["threadId"], token=alice_token)
+    assert stream.types[-1] == "RUN_FINISHED"
+    assert "think" not in str(stream.events)  # reasoning is not part of the answer
+
+
+def test_an_unknown_model_id_fails_the_run_with_a_configuration_error(
+    alice, alice_token, redis_queue, daphne_port, settings
+):
+    settings.AGENT_WORKER_MODEL = "acme/model-1"
+    body = run_input()
+    post_run(alice, body)
+    work_burst(redis_queue)
+
+    run = Run.objects.get(run_id=body["runId"])
+    assert run.status == Run.Status.FAILED and "unknown model id 'acme/model-1'" in run.error
+    stream = read_sse(daphne_port, body["threadId"], token=alice_token)
+    assert stream.events[-1]["data"]["code"] == "configuration_error"
