@@ -142,14 +142,25 @@ def _run_worker_stage(*, run: Run, emitter: RunEventEmitter) -> None:
 
 
 def error_code(exc: BaseException) -> str:
-    """The stable ``RUN_ERROR.code`` for a failure; the details stay in ``Run.error``."""
-    if isinstance(exc, openai.APIError):
-        return "model_error"
-    if isinstance(exc, JobTimeoutException):
-        return "timeout"
-    if isinstance(exc, ImproperlyConfigured):
-        return "configuration_error"
+    """The stable ``RUN_ERROR.code`` for a failure; the details stay in ``Run.error``.
+
+    The whole chain counts: a job timeout raised inside the model call reaches us wrapped."""
+    chain: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and len(chain) < 10:
+        chain.append(current)
+        current = current.__cause__ or current.__context__
+    for kind, code in _ERROR_CODES:
+        if any(isinstance(error, kind) for error in chain):
+            return code
     return "internal_error"
+
+
+_ERROR_CODES: tuple[tuple[type[BaseException], str], ...] = (
+    (JobTimeoutException, "timeout"),
+    (openai.APIError, "model_error"),
+    (ImproperlyConfigured, "configuration_error"),
+)
 
 
 def run_fail(
