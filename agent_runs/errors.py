@@ -17,3 +17,10 @@ class RunIdConflict(Exception):
 
     def __init__(self) -> None:
         super().__init__("runId already exists in this thread with a different RunAgentInput")
+
+
+class RunIdAmbiguous(Exception):
+    """A runId names runs in several of the caller's threads: the request must say which."""
+
+    def __init__(self) -> None:
+        super().__init__("runId is used in several threads: pass threadId")

@@ -6,7 +6,6 @@ Only the worker imports this module (it imports AgentScope through the pipeline)
 import logging
 import time
 import traceback
-import uuid
 from datetime import timedelta
 
 import openai
@@ -27,7 +26,7 @@ from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 from rq.timeouts import JobTimeoutException
 
-from agent_runs import selectors, services
+from agent_runs import services
 from agent_runs.agui_mapping import RunMappingState, map_agentscope_event
 from agent_runs.event_log import RunEventEmitter
 from agent_runs.llm import chat_model_for
@@ -39,6 +38,10 @@ logger = logging.getLogger(__name__)
 _MAX_ERROR_CHARS = 10_000
 # spec/sse-events-and-usage.md, RUN_ERROR: what clients see; the cause stays in Run.error.
 RUN_ERROR_MESSAGE = "runtime execution failed"
+
+
+class RunNoLongerRunning(Exception):
+    """The run was cancelled while its job worked on it."""
 
 
 def run_claim(*, run_pk: int) -> bool:
@@ -76,7 +79,7 @@ def run_execute(*, run_pk: int) -> None:
         logger.exception("run %s failed", run.pk)
         run_fail(run_pk=run.pk, error=traceback.format_exc(), code=error_code(exc), emitter=emitter)
     finally:
-        run_dispatch_next(thread_id=run.thread_id)
+        services.run_dispatch_next(thread_id=run.thread_id)
 
 
 def _run_worker_stage(*, run: Run, emitter: RunEventEmitter) -> None:
@@ -118,9 +121,11 @@ def _run_worker_stage(*, run: Run, emitter: RunEventEmitter) -> None:
                 "message_id": message_id,
             },
         )
-        Run.objects.filter(pk=run.pk).update(
+        completed = Run.objects.filter(pk=run.pk, status=Run.Status.RUNNING).update(
             status=Run.Status.COMPLETED, finished_at=timezone.now()
         )
+        if not completed:
+            raise RunNoLongerRunning(run.pk)  # cancelled meanwhile: keep nothing
         # Sent once the answer is committed: a client that sees it finds the message stored.
         emitter.emit(
             TextMessageEndEvent(
@@ -175,6 +180,8 @@ def run_fail(
     updated = Run.objects.filter(
         pk=run_pk, status__in=[Run.Status.QUEUED, Run.Status.RUNNING]
     ).update(status=Run.Status.FAILED, error=error[-_MAX_ERROR_CHARS:], finished_at=timezone.now())
+    if not updated:
+        return False  # it ended otherwise (cancelled, say); whoever ended it ended its stream
     run = Run.objects.get(pk=run_pk)
     emitter = emitter or RunEventEmitter(run=run, resume=True)
     if not emitter.started:
@@ -188,22 +195,15 @@ def run_fail(
                 runId=run.run_id,
             )
         )
-    return updated == 1
-
-
-def run_dispatch_next(*, thread_id: uuid.UUID) -> None:
-    """Enqueue the thread's oldest queued run, whose job may have found it not its turn."""
-    run = selectors.run_next_queued(thread_id=thread_id)
-    if run is not None:
-        services.run_enqueue(run=run)
+    return True
 
 
 def runs_recover() -> tuple[int, int]:
     """Repair what a lost Redis or a killed worker left behind; PostgreSQL is the truth.
 
     Runs still ``running`` long past the job timeout belong to a dead worker: failed.
-    Every thread with queued runs and none running gets its next run enqueued again
-    (a duplicate job is harmless: a run is claimed once). Returns (failed, enqueued).
+    Every thread with queued runs and none running gets its next run enqueued again, unless
+    that run's job is still waiting in the queue. Returns (failed, enqueued).
     """
     stale_before = timezone.now() - timedelta(seconds=settings.AGENT_RUN_JOB_TIMEOUT + 60)
     failed = 0
@@ -219,8 +219,5 @@ def runs_recover() -> tuple[int, int]:
         .values_list("thread_id", flat=True)
         .distinct()
     )
-    enqueued = 0
-    for thread_id in thread_ids:
-        run_dispatch_next(thread_id=thread_id)
-        enqueued += 1
+    enqueued = sum(services.run_dispatch_next(thread_id=thread_id) for thread_id in thread_ids)
     return failed, enqueued

@@ -9,6 +9,7 @@ from django.db.models import Max
 from django.http import Http404
 
 from agent_runs.codec import TERMINAL_TYPES
+from agent_runs.errors import RunIdAmbiguous
 from agent_runs.models import Run, RunEvent, Thread
 
 
@@ -17,6 +18,22 @@ def thread_get_for_user(*, user: AbstractBaseUser, thread_id: uuid.UUID) -> Thre
     if thread is None:
         raise Http404
     return thread
+
+
+def run_get_for_user(
+    *, user: AbstractBaseUser, run_id: str, thread_id: uuid.UUID | None = None
+) -> Run:
+    """The caller's run with this runId (unique per thread; ``thread_id`` picks one when the
+    caller reused a runId in several threads). Anything else is a 404."""
+    runs = Run.objects.filter(run_id=run_id, thread__owner_id=user.pk)
+    if thread_id is not None:
+        runs = runs.filter(thread_id=thread_id)
+    found = list(runs[:2])
+    if not found:
+        raise Http404
+    if len(found) > 1:
+        raise RunIdAmbiguous()
+    return found[0]
 
 
 def run_next_queued(*, thread_id: uuid.UUID) -> Run | None:

@@ -2,19 +2,28 @@
 
 import logging
 import secrets
+import time
+import uuid
 from functools import cache, partial
 from typing import Any
 
 import django_rq
+from ag_ui.core import RunErrorEvent, RunStartedEvent
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
 from django.http import Http404
+from django.utils import timezone
 from redis.exceptions import RedisError
 from rq import Callback, Queue
+from rq.command import send_stop_job_command
+from rq.exceptions import InvalidJobOperation, NoSuchJobError
+from rq.job import Job, JobStatus
 
+from agent_runs import selectors
 from agent_runs.errors import RunIdConflict
+from agent_runs.event_log import RunEventEmitter
 from agent_runs.models import ApiToken, Message, Run, Thread, Visibility
 from agent_runs.schemas import RunAgentInput, TaskAcceptedResponse, snapshot_sha256, user_text
 
@@ -135,6 +144,85 @@ def run_enqueue(*, run: Run) -> None:
         )
     except RedisError:
         logger.exception("could not enqueue run %s; it stays queued for recovery", run.pk)
+
+
+def run_dispatch_next(*, thread_id: uuid.UUID) -> bool:
+    """Enqueue the thread's oldest queued run, whose job may have found it not its turn.
+    Returns whether a job was enqueued."""
+    run = selectors.run_next_queued(thread_id=thread_id)
+    return run is not None and run_enqueue_if_idle(run=run)
+
+
+_PENDING_JOB_STATUSES = {
+    JobStatus.QUEUED,
+    JobStatus.STARTED,
+    JobStatus.DEFERRED,
+    JobStatus.SCHEDULED,
+}
+
+
+def run_enqueue_if_idle(*, run: Run) -> bool:
+    """Enqueue the run's job again unless it is still waiting or working (a second copy
+    would only find the run claimed); when Redis lost the job, enqueue it anew."""
+    try:
+        job_status = Job.fetch(str(run.task_id), connection=runs_queue().connection).get_status()
+    except (NoSuchJobError, InvalidJobOperation):
+        job_status = None
+    except RedisError:
+        logger.warning("could not look up the job of run %s", run.pk, exc_info=True)
+        return False
+    if job_status in _PENDING_JOB_STATUSES:
+        return False
+    run_enqueue(run=run)
+    return True
+
+
+RUN_CANCELLED_CODE = "cancelled"
+_STOP_WAIT_SECONDS = 2.0
+
+
+def run_cancel(*, run: Run) -> Run:
+    """Cancel a run: a queued run never starts; a running run's job is stopped (its
+    work-horse killed, which ends the model call) before the run's stream is ended with
+    ``RUN_ERROR`` ``code: "cancelled"``, told apart from a failure by its code. A run that
+    has already ended is left as it is, so cancelling twice is harmless."""
+    with transaction.atomic():
+        locked = Run.objects.select_for_update().get(pk=run.pk)
+        was_running = locked.status == Run.Status.RUNNING
+        ended = Run.objects.filter(
+            pk=run.pk, status__in=[Run.Status.QUEUED, Run.Status.RUNNING]
+        ).update(status=Run.Status.CANCELLED, finished_at=timezone.now())
+    if ended:
+        if was_running:
+            _job_stop(job_id=str(run.task_id))
+        emitter = RunEventEmitter(run=run, resume=True)
+        ids = {"threadId": str(run.thread_id), "runId": run.run_id}
+        if not emitter.started:
+            emitter.emit(RunStartedEvent(thread_id=str(run.thread_id), run_id=run.run_id))
+        if not emitter.ended:
+            emitter.emit(RunErrorEvent(message="run cancelled", code=RUN_CANCELLED_CODE, **ids))
+        run_dispatch_next(thread_id=run.thread_id)
+    run.refresh_from_db()
+    return run
+
+
+def _job_stop(*, job_id: str) -> None:
+    """Have the worker kill the job's work-horse, and wait (briefly) until it is gone, so
+    the horse emits nothing after the run's terminal event."""
+    connection = runs_queue().connection
+    try:
+        send_stop_job_command(connection, job_id)
+    except (InvalidJobOperation, NoSuchJobError, RedisError):
+        return  # not executing (any more), or Redis lost it: nothing to stop
+    deadline = time.monotonic() + _STOP_WAIT_SECONDS
+    while time.monotonic() < deadline:
+        try:
+            if Job.fetch(job_id, connection=connection).get_status() != JobStatus.STARTED:
+                return
+        except (NoSuchJobError, RedisError):
+            return
+        time.sleep(0.02)
+    logger.warning("job %s did not stop within %.1f s", job_id, _STOP_WAIT_SECONDS)
 
 
 def task_accepted_response(*, run: Run) -> TaskAcceptedResponse:

@@ -1,10 +1,11 @@
 from django.urls import path
 
-from agent_runs.views import RunCreateApi, StreamTokenCreateApi
+from agent_runs.views import RunCancelApi, RunCreateApi, StreamTokenCreateApi
 
 # GET runs/<thread_id>/events is served in front of Django: see agent_runs/sse_app.py.
 urlpatterns = [
     path("runs", RunCreateApi.as_view(), name="run-create"),
+    path("runs/<str:run_id>/cancel", RunCancelApi.as_view(), name="run-cancel"),
     path(
         "runs/<uuid:thread_id>/stream-token",
         StreamTokenCreateApi.as_view(),

@@ -5,6 +5,7 @@ from typing import cast
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import RequestDataTooBig
+from django.http import Http404
 from rest_framework import status
 from rest_framework.exceptions import ParseError, UnsupportedMediaType
 from rest_framework.request import Request
@@ -62,3 +63,26 @@ class StreamTokenCreateApi(APIView):
         token = stream_token_issue(user=request.user, thread_id=thread.id)
         ttl = settings.AGENT_STREAM_TOKEN_TTL_SECONDS
         return Response({"token": token, "expiresIn": ttl}, status=status.HTTP_201_CREATED)
+
+
+class RunCancelApi(APIView):
+    """``POST /api/v1/agent/runs/{run_id}/cancel``: stop a run (owner only). The ``threadId``
+    query parameter picks the thread when the caller used the same runId in several."""
+
+    def post(self, request: Request, run_id: str) -> Response:
+        thread_id = request.query_params.get("threadId")
+        run = selectors.run_get_for_user(
+            user=cast(AbstractBaseUser, request.user),
+            run_id=run_id,
+            thread_id=_uuid_or_404(thread_id) if thread_id else None,
+        )
+        run = services.run_cancel(run=run)
+        body = {"threadId": str(run.thread_id), "runId": run.run_id, "status": run.status}
+        return Response(body, status=status.HTTP_200_OK)
+
+
+def _uuid_or_404(value: str) -> uuid.UUID:
+    try:
+        return uuid.UUID(value)
+    except ValueError:
+        raise Http404 from None

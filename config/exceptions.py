@@ -6,12 +6,13 @@ from rest_framework import status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler
 
-from agent_runs.errors import RunIdConflict, RunInputInvalid, RunPayloadTooLarge
+from agent_runs.errors import RunIdAmbiguous, RunIdConflict, RunInputInvalid, RunPayloadTooLarge
 
 _STATUS_BY_ERROR: dict[type[Exception], int] = {
     RunPayloadTooLarge: status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
     RunInputInvalid: status.HTTP_422_UNPROCESSABLE_ENTITY,
     RunIdConflict: status.HTTP_409_CONFLICT,
+    RunIdAmbiguous: status.HTTP_409_CONFLICT,
 }
 
 

@@ -147,3 +147,22 @@ def stop_process(process: subprocess.Popen[bytes]) -> None:
     except subprocess.TimeoutExpired:
         process.kill()
         process.wait()
+
+
+def start_worker(**env_overrides: str) -> subprocess.Popen[bytes]:
+    """A real `rqworker` process on the test database and Redis (for tests that need a job
+    running while the test acts)."""
+    database = settings.DATABASES["default"]
+    env = dict(
+        os.environ,
+        DATABASE_URL=(
+            f"postgres://{database['USER']}:{database['PASSWORD']}@{database['HOST']}:"
+            f"{database['PORT']}/{database['NAME']}"
+        ),
+        REDIS_URL=settings.REDIS_URL,
+        DJANGO_DEBUG="false",
+        DJANGO_SECRET_KEY=settings.SECRET_KEY,
+        **env_overrides,
+    )
+    command = [sys.executable, "manage.py", "rqworker", settings.AGENT_RUNS_QUEUE]
+    return subprocess.Popen(command, cwd=settings.BASE_DIR, env=env)
