@@ -6,7 +6,7 @@ Only the worker imports this module (it imports AgentScope through the pipeline)
 import logging
 import time
 import traceback
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import openai
 from ag_ui.core import (
@@ -24,6 +24,9 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import transaction
 from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
+from redis.exceptions import RedisError
+from rq.exceptions import NoSuchJobError
+from rq.job import Job, JobStatus
 from rq.timeouts import JobTimeoutException
 
 from agent_runs import services
@@ -199,19 +202,22 @@ def run_fail(
 
 
 def runs_recover() -> tuple[int, int]:
-    """Repair what a lost Redis or a killed worker left behind; PostgreSQL is the truth.
+    """Repair what a killed worker or a lost Redis left behind; PostgreSQL is the truth.
 
-    Runs still ``running`` long past the job timeout belong to a dead worker: failed.
-    Every thread with queued runs and none running gets its next run enqueued again, unless
-    that run's job is still waiting in the queue. Returns (failed, enqueued).
+    A ``running`` run whose job shows no sign of life is failed with ``RUN_ERROR``
+    (``worker_lost``): its job's heartbeat (RQ beats every 30 s while the work-horse lives)
+    is older than ``AGENT_RUN_STALE_SECONDS``, or Redis no longer has the job, or the run has
+    outlived the job timeout. Then every thread with queued runs and none running gets its
+    next run enqueued, unless that run's job is still waiting. Workers run this when they
+    start and every ``AGENT_RUN_SWEEP_SECONDS``. Returns (failed, enqueued).
     """
-    stale_before = timezone.now() - timedelta(seconds=settings.AGENT_RUN_JOB_TIMEOUT + 60)
+    now = timezone.now()
     failed = 0
-    for run_pk in Run.objects.filter(
-        status=Run.Status.RUNNING, started_at__lt=stale_before
-    ).values_list("pk", flat=True):
+    for run in Run.objects.filter(status=Run.Status.RUNNING).only("pk", "task_id", "started_at"):
+        if _job_is_alive(run, now=now):
+            continue
         failed += run_fail(
-            run_pk=run_pk, error="the worker running this run stopped", code="worker_lost"
+            run_pk=run.pk, error="the worker running this run stopped", code="worker_lost"
         )
     thread_ids = (
         Run.objects.filter(status=Run.Status.QUEUED)
@@ -221,3 +227,22 @@ def runs_recover() -> tuple[int, int]:
     )
     enqueued = sum(services.run_dispatch_next(thread_id=thread_id) for thread_id in thread_ids)
     return failed, enqueued
+
+
+def _job_is_alive(run: Run, *, now: datetime) -> bool:
+    started_at = run.started_at or now
+    if now - started_at > timedelta(seconds=settings.AGENT_RUN_JOB_TIMEOUT + 60):
+        return False
+    stale = timedelta(seconds=settings.AGENT_RUN_STALE_SECONDS)
+    try:
+        job = Job.fetch(str(run.task_id), connection=services.runs_queue().connection)
+    except NoSuchJobError:
+        return now - started_at < stale  # Redis lost it: give it the same grace
+    except RedisError:
+        return True  # cannot tell: leave it for the next sweep
+    heartbeat = job.last_heartbeat or job.started_at
+    if job.get_status() != JobStatus.STARTED or heartbeat is None:
+        return now - started_at < stale
+    if heartbeat.tzinfo is None:
+        heartbeat = heartbeat.replace(tzinfo=UTC)
+    return now - heartbeat < stale

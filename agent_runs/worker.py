@@ -9,6 +9,7 @@ import gc
 import logging
 from typing import Any
 
+from django.conf import settings
 from django.db import connections
 from rq import Worker
 
@@ -21,12 +22,33 @@ logger = logging.getLogger(__name__)
 
 
 class RunWorker(Worker):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        sweep = settings.AGENT_RUN_SWEEP_SECONDS
+        kwargs["maintenance_interval"] = sweep
+        # RQ waits for jobs for (worker_ttl - 15) s before its loop comes round to the
+        # maintenance tasks: make that the sweep interval.
+        kwargs["worker_ttl"] = min(kwargs.get("worker_ttl") or sweep + 15, sweep + 15)
+        super().__init__(*args, **kwargs)
+
     def work(self, *args: Any, **kwargs: Any) -> bool:
         for _item in iterate_async(worker_reply(user_text="warm-up", model=DemoChatModel())):
             pass
+        # Closes the warm-up's database connections too, before anything forks.
+        self._recover()
+        # Move everything loaded so far out of the collector's reach: a work-horse's garbage
+        # collections then leave the parent's pages alone instead of copying them.
+        gc.collect()
+        gc.freeze()
+        return bool(super().work(*args, **kwargs))
+
+    def run_maintenance_tasks(self) -> None:
+        super().run_maintenance_tasks()
+        self._recover()
+
+    def _recover(self) -> None:
         failed, enqueued = runs_recover()
         if failed or enqueued:
-            logger.info("recovered runs: %d failed, %d threads re-enqueued", failed, enqueued)
+            logger.info("recovered runs: %d failed, %d enqueued again", failed, enqueued)
         # A connection opened here must not be shared with forked work-horses, and a pool's
         # threads do not survive a fork: a work-horse lives for one job and connects plainly.
         connections.close_all()
@@ -35,8 +57,3 @@ class RunWorker(Worker):
             if close_pool is not None:
                 close_pool()
             connection.settings_dict["OPTIONS"].pop("pool", None)
-        # Move everything loaded so far out of the collector's reach: a work-horse's garbage
-        # collections then leave the parent's pages alone instead of copying them.
-        gc.collect()
-        gc.freeze()
-        return bool(super().work(*args, **kwargs))

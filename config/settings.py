@@ -110,6 +110,10 @@ REDIS_URL = env_str("REDIS_URL") or f"unix://{EMBEDDED_REDIS_SOCKET}"
 
 AGENT_RUNS_QUEUE = "runs"
 AGENT_RUN_JOB_TIMEOUT = env_int("AGENT_RUN_JOB_TIMEOUT", 600, minimum=1)
+# A running run whose job has not beaten for this long belongs to a dead worker
+# (RQ beats every 30 s); workers look for such runs this often.
+AGENT_RUN_STALE_SECONDS = env_int("AGENT_RUN_STALE_SECONDS", 120, minimum=1)
+AGENT_RUN_SWEEP_SECONDS = env_int("AGENT_RUN_SWEEP_SECONDS", 30, minimum=5)
 RQ_QUEUES = {
     AGENT_RUNS_QUEUE: {"URL": REDIS_URL, "DEFAULT_TIMEOUT": AGENT_RUN_JOB_TIMEOUT},
 }

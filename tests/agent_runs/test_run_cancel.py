@@ -104,3 +104,38 @@ def test_a_stranger_cannot_cancel_and_a_reused_run_id_needs_its_thread(alice, bo
     assert ambiguous.json() == {"detail": "runId is used in several threads: pass threadId"}
     assert cancel(alice, "same", threadId=first["threadId"]).json()["status"] == "cancelled"
     assert Run.objects.filter(status=Run.Status.QUEUED).count() == 1
+
+
+def test_a_killed_workers_run_is_failed_by_the_sweeper_and_the_next_run_proceeds(
+    alice, alice_token, redis_queue, daphne_port, settings
+):
+    import subprocess
+
+    with FakeOpenAI() as slow_model:
+        slow_model.delay = 30
+        worker = start_worker(
+            AGENT_WORKER_MODEL="openai/gpt-test",
+            OPENAI_BASE_URL=slow_model.base_url,
+            OPENAI_API_KEY="sk-test",
+        )
+        body = run_input(runId="run-1")
+        post_run(alice, body)
+        post_run(alice, run_input(threadId=body["threadId"], runId="run-2"))
+        wait_for(lambda: slow_model.requests)
+        # The machine is lost: the worker and its work-horse die without a word.
+        subprocess.run(["pkill", "-KILL", "-P", str(worker.pid)], check=False)
+        worker.kill()
+        worker.wait()
+
+    assert Run.objects.get(run_id="run-1").status == Run.Status.RUNNING
+    settings.AGENT_RUN_STALE_SECONDS = 1
+    time.sleep(1.5)
+    work_burst(redis_queue)  # a surviving worker sweeps
+
+    run_1 = Run.objects.get(run_id="run-1")
+    assert run_1.status == Run.Status.FAILED
+    assert run_1.events.get(type="RUN_ERROR").payload["code"] == "worker_lost"
+    assert Run.objects.get(run_id="run-2").status == Run.Status.COMPLETED
+    stream = read_sse(daphne_port, body["threadId"], token=alice_token, query={"lastEventId": "0"})
+    run_1_types = [f["event"] for f in stream.events if f["data"]["runId"] == "run-1"]
+    assert run_1_types[0] == "RUN_STARTED" and run_1_types[-1] == "RUN_ERROR"
