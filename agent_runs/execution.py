@@ -29,11 +29,11 @@ from rq.exceptions import NoSuchJobError
 from rq.job import Job, JobStatus
 from rq.timeouts import JobTimeoutException
 
-from agent_runs import services
+from agent_runs import selectors, services
 from agent_runs.agui_mapping import RunMappingState, map_agentscope_event
 from agent_runs.event_log import RunEventEmitter
 from agent_runs.llm import chat_model_for
-from agent_runs.models import Message, Run, Thread
+from agent_runs.models import Message, Run, Thread, Visibility
 from agent_runs.pipeline import WORKER_STAGE, iterate_async, worker_reply
 
 logger = logging.getLogger(__name__)
@@ -96,7 +96,13 @@ def _run_worker_stage(*, run: Run, emitter: RunEventEmitter) -> None:
     )
     final = None
     model = chat_model_for(settings.AGENT_WORKER_MODEL)
-    reply = worker_reply(user_text=user_message.content, model=model)
+    history = selectors.context_messages(
+        thread_id=run.thread_id,
+        before_seq=user_message.seq,
+        consumer=Visibility.WORKER,
+        token_budget=settings.AGENT_CONTEXT_TOKEN_BUDGET,
+    )
+    reply = worker_reply(user_text=user_message.content, model=model, history=history)
     for item in iterate_async(reply, on_idle=emitter.flush):
         if isinstance(item, Msg):
             final = item

@@ -1,11 +1,11 @@
 """The agent run on AgentScope: one worker agent answering the run's user message."""
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
 from agentscope.agent import Agent, InjectionConfig
-from agentscope.message import UserMsg
+from agentscope.message import AssistantMsg, UserMsg
 from agentscope.model import ChatModelBase
 
 WORKER_STAGE = "worker"
@@ -14,8 +14,11 @@ WORKER_SYSTEM_PROMPT = "You are a helpful assistant. Answer the user's message c
 T = TypeVar("T")
 
 
-def worker_reply(*, user_text: str, model: ChatModelBase) -> AsyncIterator[Any]:
-    """AgentScope's events for the worker's reply, then its final ``Msg``."""
+def worker_reply(
+    *, user_text: str, model: ChatModelBase, history: Sequence[tuple[str, str]] = ()
+) -> AsyncIterator[Any]:
+    """AgentScope's events for the worker's reply to ``user_text`` after the thread's
+    ``history`` of (role, content), then its final ``Msg``."""
     agent = Agent(
         name=WORKER_STAGE,
         system_prompt=WORKER_SYSTEM_PROMPT,
@@ -23,7 +26,14 @@ def worker_reply(*, user_text: str, model: ChatModelBase) -> AsyncIterator[Any]:
         # Without this AgentScope appends a runtime-state hint block to every prompt.
         injection_config=InjectionConfig(inject_runtime_state=False),
     )
-    return agent.reply_stream(UserMsg(name="user", content=user_text), yield_final_msg=True)
+    messages = [
+        UserMsg(name="user", content=content)
+        if role == "user"
+        else AssistantMsg(name=WORKER_STAGE, content=content)
+        for role, content in history
+    ]
+    messages.append(UserMsg(name="user", content=user_text))
+    return agent.reply_stream(messages, yield_final_msg=True)
 
 
 def iterate_async(

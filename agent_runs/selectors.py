@@ -5,12 +5,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.db.models import Max
+from django.db.models import F, Max
 from django.http import Http404
 
 from agent_runs.codec import TERMINAL_TYPES
 from agent_runs.errors import RunIdAmbiguous
-from agent_runs.models import Run, RunEvent, Thread
+from agent_runs.models import Message, Run, RunEvent, Thread, Visibility
 
 
 def thread_get_for_user(*, user: AbstractBaseUser, thread_id: uuid.UUID) -> Thread:
@@ -74,3 +74,34 @@ def events_after(*, thread_id: uuid.UUID, after_id: int, limit: int) -> list[tup
         .order_by("pk")
         .values_list("pk", "payload")[:limit]
     )
+
+
+def context_messages(
+    *, thread_id: uuid.UUID, before_seq: int, consumer: Visibility, token_budget: int
+) -> list[tuple[str, str]]:
+    """The thread's earlier user and assistant messages that ``consumer`` may see
+    (spec/sse-events-and-usage.md, section 8: its bit of ``visibility_mask``), as
+    (role, content) oldest first: the newest that fit in ``token_budget`` (about four
+    characters a token)."""
+    rows = (
+        Message.objects.filter(
+            thread_id=thread_id,
+            seq__lt=before_seq,
+            role__in=[Message.Role.USER, Message.Role.ASSISTANT],
+        )
+        .alias(visible=F("visibility_mask").bitand(int(consumer)))
+        .filter(visible__gt=0)
+        .order_by("-seq")
+        .values_list("role", "content")[:_CONTEXT_MESSAGES_MAX]
+    )
+    chosen: list[tuple[str, str]] = []
+    spent = 0
+    for role, content in rows:
+        spent += len(content) // 4 + 4
+        if spent > token_budget:
+            break
+        chosen.append((role, content))
+    return chosen[::-1]
+
+
+_CONTEXT_MESSAGES_MAX = 200

@@ -122,6 +122,8 @@ RQ = {"WORKER_CLASS": "agent_runs.worker.RunWorker"}
 
 # Models (DESIGN.md, "Model configuration"): "demo" runs offline with no key.
 AGENT_WORKER_MODEL = env_str("AGENT_WORKER_MODEL", "demo")
+# How much of the thread's earlier conversation a stage reads, in (approximate) tokens.
+AGENT_CONTEXT_TOKEN_BUDGET = env_int("AGENT_CONTEXT_TOKEN_BUDGET", 4000, minimum=0)
 AGENT_MODEL_MAX_RETRIES = env_int("AGENT_MODEL_MAX_RETRIES", 2, minimum=0)
 AGENT_MODEL_RETRY_DELAY_SECONDS = env_float("AGENT_MODEL_RETRY_DELAY_SECONDS", 1.0, minimum=0)
 AGENT_MODEL_TIMEOUT_SECONDS = env_float("AGENT_MODEL_TIMEOUT_SECONDS", 120.0, minimum=1)

@@ -115,3 +115,36 @@ def test_a_run_left_running_by_a_dead_worker_is_failed_by_the_next_worker(alice,
     assert run.error == "the worker running this run stopped"
     assert list(run.events.values_list("type", flat=True)) == ["RUN_STARTED", "RUN_ERROR"]
     assert run.events.get(type="RUN_ERROR").payload["code"] == "worker_lost"
+
+
+def test_context_keeps_the_newest_turns_that_fit_the_budget(alice, redis_queue):
+    from agent_runs.models import Visibility
+    from agent_runs.selectors import context_messages
+
+    body = run_input(messages=[{"id": "m1", "role": "user", "content": "x" * 400}])
+    post_run(alice, body)
+    for index, text in enumerate(["second", "third"], start=2):
+        post_run(
+            alice,
+            run_input(
+                threadId=body["threadId"],
+                messages=[{"id": f"m{index}", "role": "user", "content": text}],
+            ),
+        )
+    last_seq = Message.objects.filter(thread_id=body["threadId"]).count() + 1
+
+    everything = context_messages(
+        thread_id=body["threadId"],
+        before_seq=last_seq,
+        consumer=Visibility.WORKER,
+        token_budget=1000,
+    )
+    newest = context_messages(
+        thread_id=body["threadId"],
+        before_seq=last_seq,
+        consumer=Visibility.WORKER,
+        token_budget=50,
+    )
+
+    assert [content for _role, content in everything] == ["x" * 400, "second", "third"]
+    assert [content for _role, content in newest] == ["second", "third"]

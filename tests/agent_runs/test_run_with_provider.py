@@ -2,7 +2,7 @@
 
 import pytest
 
-from agent_runs.models import Message, Run
+from agent_runs.models import Message, Run, Visibility
 from tests.agent_runs.sse import read_sse
 from tests.conftest import post_run, run_input, work_burst
 from tests.fake_llm import FakeOpenAI
@@ -153,3 +153,35 @@ def test_an_unknown_model_id_fails_the_run_with_a_configuration_error(
     assert run.status == Run.Status.FAILED and "unknown model id 'acme/model-1'" in run.error
     stream = read_sse(daphne_port, body["threadId"], token=alice_token)
     assert stream.events[-1]["data"]["code"] == "configuration_error"
+
+
+def test_a_second_run_sees_the_threads_earlier_turns_but_not_hidden_ones(
+    alice, redis_queue, fake_openai
+):
+    first = run_input(messages=[{"id": "m1", "role": "user", "content": "My name is Ada."}])
+    post_run(alice, first)
+    work_burst(redis_queue)
+    hidden = run_input(
+        threadId=first["threadId"],
+        messages=[{"id": "m2", "role": "user", "content": "A secret aside."}],
+    )
+    post_run(alice, hidden)
+    work_burst(redis_queue)
+    # Visible in the history UI only: no stage may read it.
+    Message.objects.filter(run__run_id=hidden["runId"]).update(
+        visibility_mask=int(Visibility.UI_HISTORY)
+    )
+    second = run_input(
+        threadId=first["threadId"],
+        messages=[{"id": "m3", "role": "user", "content": "What is my name?"}],
+    )
+    post_run(alice, second)
+    work_burst(redis_queue)
+
+    prompt = fake_openai.requests[-1]["body"]["messages"]
+    texts = [(m["role"], m["content"][0]["text"]) for m in prompt if m["role"] != "system"]
+    assert texts == [
+        ("user", "My name is Ada."),
+        ("assistant", "Hello from the fake model."),
+        ("user", "What is my name?"),
+    ]
