@@ -31,6 +31,7 @@ from rq.timeouts import JobTimeoutException
 
 from agent_runs import selectors, services
 from agent_runs.agui_mapping import RunMappingState, map_agentscope_event
+from agent_runs.calendar_tools import ToolContext, calendar_tools
 from agent_runs.event_log import RunEventEmitter
 from agent_runs.llm import chat_model_for
 from agent_runs.models import Message, Run, Thread, Visibility
@@ -71,7 +72,7 @@ def run_execute(*, run_pk: int) -> None:
     if not run_claim(run_pk=run_pk):
         logger.info("run %s is not claimable now (taken, finished or waiting its turn)", run_pk)
         return
-    run = Run.objects.get(pk=run_pk)
+    run = Run.objects.select_related("thread").get(pk=run_pk)
     emitter = RunEventEmitter(run=run)
     ids = {"thread_id": str(run.thread_id), "run_id": run.run_id}
     try:
@@ -102,7 +103,11 @@ def _run_worker_stage(*, run: Run, emitter: RunEventEmitter) -> None:
         consumer=Visibility.WORKER,
         token_budget=settings.AGENT_CONTEXT_TOKEN_BUDGET,
     )
-    reply = worker_reply(user_text=user_message.content, model=model, history=history)
+    context = ToolContext(user_id=run.thread.owner_id, run_pk=run.pk, client_time=run.client_time)
+    tools = [
+        tool for tool in calendar_tools(context) if tool.__name__ in settings.AGENT_ENABLED_TOOLS
+    ]
+    reply = worker_reply(user_text=user_message.content, model=model, history=history, tools=tools)
     for item in iterate_async(reply, on_idle=emitter.flush):
         if isinstance(item, Msg):
             final = item

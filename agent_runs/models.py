@@ -160,3 +160,38 @@ class RunEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.pk} {self.type}"
+
+
+class UserProfile(models.Model):
+    """Per-user settings; ``settings["timezone"]`` is the user's IANA zone (spec: time-source
+    priority, step 3)."""
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="agent_profile"
+    )
+    settings = models.JSONField(default=dict, blank=True)
+
+    def __str__(self) -> str:
+        return f"profile of {self.user}"
+
+
+class CalendarEvent(models.Model):
+    """An event of the built-in calendar tools. ``starts_at`` is the UTC instant;
+    ``event_timezone`` the zone it was meant in."""
+
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="calendar_events"
+    )
+    run = models.ForeignKey(Run, on_delete=models.SET_NULL, null=True, blank=True)
+    title = models.CharField(max_length=200)
+    starts_at = models.DateTimeField()
+    ends_at = models.DateTimeField(null=True, blank=True)
+    event_timezone = models.CharField(max_length=64)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["owner", "starts_at"], name="calendar_owner_start")]
+
+    def __str__(self) -> str:
+        return f"{self.title} @ {self.starts_at:%Y-%m-%d %H:%M} UTC"

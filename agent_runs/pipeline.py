@@ -7,15 +7,24 @@ from typing import Any, TypeVar
 from agentscope.agent import Agent, InjectionConfig
 from agentscope.message import AssistantMsg, UserMsg
 from agentscope.model import ChatModelBase
+from agentscope.permission import PermissionBehavior, PermissionDecision
+from agentscope.tool import FunctionTool, Toolkit
 
 WORKER_STAGE = "worker"
 WORKER_SYSTEM_PROMPT = "You are a helpful assistant. Answer the user's message clearly."
 
 T = TypeVar("T")
+# Backend tools run without asking: without a permission AgentScope stops the reply to ask
+# the user (DESIGN.md).
+_ALLOWED = PermissionDecision(behavior=PermissionBehavior.ALLOW, message="backend tool")
 
 
 def worker_reply(
-    *, user_text: str, model: ChatModelBase, history: Sequence[tuple[str, str]] = ()
+    *,
+    user_text: str,
+    model: ChatModelBase,
+    history: Sequence[tuple[str, str]] = (),
+    tools: Sequence[Callable[..., Any]] = (),
 ) -> AsyncIterator[Any]:
     """AgentScope's events for the worker's reply to ``user_text`` after the thread's
     ``history`` of (role, content), then its final ``Msg``."""
@@ -23,6 +32,7 @@ def worker_reply(
         name=WORKER_STAGE,
         system_prompt=WORKER_SYSTEM_PROMPT,
         model=model,
+        toolkit=Toolkit(tools=[FunctionTool(tool, permission=_ALLOWED) for tool in tools]),
         # Without this AgentScope appends a runtime-state hint block to every prompt.
         injection_config=InjectionConfig(inject_runtime_state=False),
     )

@@ -217,7 +217,7 @@ def _check_forwarded_props(props: Any) -> None:
     if not isinstance(client_time, dict):
         raise invalid
     timezone = client_time.get("device_timezone")
-    if not isinstance(timezone, str) or timezone not in _iana_timezones():
+    if not isinstance(timezone, str) or timezone not in iana_timezones():
         raise RunInputInvalid("invalid client_time.device_timezone")
     if not _is_rfc3339_with_offset(client_time.get("client_now_iso")):
         raise RunInputInvalid("invalid client_time.client_now_iso")
@@ -278,7 +278,7 @@ def _is_rfc3339_with_offset(value: Any) -> bool:
 
 
 @cache
-def _iana_timezones() -> frozenset[str]:
+def iana_timezones() -> frozenset[str]:
     return frozenset(available_timezones())
 
 

@@ -122,6 +122,11 @@ RQ = {"WORKER_CLASS": "agent_runs.worker.RunWorker"}
 
 # Models (DESIGN.md, "Model configuration"): "demo" runs offline with no key.
 AGENT_WORKER_MODEL = env_str("AGENT_WORKER_MODEL", "demo")
+# Backend tools the worker stage may call.
+AGENT_ENABLED_TOOLS = env_list(
+    "AGENT_ENABLED_TOOLS",
+    ["calendar_create", "calendar_list", "calendar_update", "calendar_delete"],
+)
 # How much of the thread's earlier conversation a stage reads, in (approximate) tokens.
 AGENT_CONTEXT_TOKEN_BUDGET = env_int("AGENT_CONTEXT_TOKEN_BUDGET", 4000, minimum=0)
 AGENT_MODEL_MAX_RETRIES = env_int("AGENT_MODEL_MAX_RETRIES", 2, minimum=0)

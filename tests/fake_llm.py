@@ -14,6 +14,9 @@ class FakeOpenAI:
         self.status = 200
         self.delay = 0.0  # seconds before answering
         self.reasoning: list[str] = []  # DeepSeek / Qwen "reasoning_content" deltas
+        # Tool calls to answer with, one list per request, before the plain answer:
+        # [(call id, tool name, JSON arguments), ...]
+        self.tool_call_turns: list[list[tuple[str, str, str]]] = []
         self.usage: dict[str, Any] = {
             "prompt_tokens": 11,
             "completion_tokens": 5,
@@ -36,11 +39,28 @@ class FakeOpenAI:
                 self.send_response(200)
                 self.send_header("Content-Type", "text/event-stream")
                 self.end_headers()
+                turn = len(fake.requests) - 1
+                if turn < len(fake.tool_call_turns):
+                    self._tool_calls(fake.tool_call_turns[turn])
+                    return
                 for thought in fake.reasoning:
                     self._chunk({"role": "assistant", "reasoning_content": thought}, None)
                 for piece in fake.answer:
                     self._chunk({"role": "assistant", "content": piece}, None)
                 self._chunk({}, "stop")
+                self._data({**_envelope(), "choices": [], "usage": fake.usage})
+                self.wfile.write(b"data: [DONE]\n\n")
+
+            def _tool_calls(self, calls: list[tuple[str, str, str]]) -> None:
+                for index, (call_id, name, arguments) in enumerate(calls):
+                    start = {"index": index, "id": call_id, "type": "function"}
+                    start["function"] = {"name": name, "arguments": ""}
+                    self._chunk({"role": "assistant", "tool_calls": [start]}, None)
+                    half = len(arguments) // 2  # arguments arrive in pieces, as they do
+                    for piece in (arguments[:half], arguments[half:]):
+                        call = {"index": index, "function": {"arguments": piece}}
+                        self._chunk({"tool_calls": [call]}, None)
+                self._chunk({}, "tool_calls")
                 self._data({**_envelope(), "choices": [], "usage": fake.usage})
                 self.wfile.write(b"data: [DONE]\n\n")
 
