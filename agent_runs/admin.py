@@ -5,7 +5,15 @@ from typing import Any
 from django.contrib import admin
 from django.http import HttpRequest
 
-from agent_runs.models import ApiToken, Message, Run, RunEvent, Thread
+from agent_runs.models import (
+    ApiToken,
+    CalendarEvent,
+    Message,
+    Run,
+    RunEvent,
+    Thread,
+    UserProfile,
+)
 
 
 class ReadOnlyAdminMixin:
@@ -102,3 +110,21 @@ class ApiTokenAdmin(admin.ModelAdmin):
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         # Tokens are made by `manage.py create_api_token`, which shows the key once.
         return False
+
+
+@admin.register(UserProfile)
+class UserProfileAdmin(admin.ModelAdmin):
+    """``settings["timezone"]`` is the user's zone for calendar tools (after the tool's own
+    and the device's)."""
+
+    list_display = ("user", "settings")
+    search_fields = ("user__username",)
+    list_select_related = ("user",)
+
+
+@admin.register(CalendarEvent)
+class CalendarEventAdmin(admin.ModelAdmin):
+    list_display = ("title", "owner", "starts_at", "event_timezone", "run")
+    list_filter = (("starts_at", admin.DateFieldListFilter), "event_timezone")
+    search_fields = ("title", "owner__username")
+    list_select_related = ("owner", "run")
