@@ -7,6 +7,7 @@ from django.http import HttpRequest
 
 from agent_runs.models import (
     ApiToken,
+    AutomationJob,
     CalendarEvent,
     Message,
     Run,
@@ -128,3 +129,12 @@ class CalendarEventAdmin(admin.ModelAdmin):
     list_filter = (("starts_at", admin.DateFieldListFilter), "event_timezone")
     search_fields = ("title", "owner__username")
     list_select_related = ("owner", "run")
+
+
+@admin.register(AutomationJob)
+class AutomationJobAdmin(admin.ModelAdmin):
+    """``config``: ``{"enabled_tools": [...], "context": "..."}``, for every stage or per
+    stage under its name (``{"worker": {...}}``)."""
+
+    list_display = ("name", "description", "updated_at")
+    search_fields = ("name", "description")

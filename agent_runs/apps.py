@@ -4,3 +4,9 @@ from django.apps import AppConfig
 class AgentRunsConfig(AppConfig):
     name = "agent_runs"
     verbose_name = "Agent runs"
+
+    def ready(self) -> None:
+        # A bad system_agents.yaml stops the service at start-up, with the reason.
+        from agent_runs.runtime_config import system_agents
+
+        system_agents()

@@ -36,6 +36,7 @@ from agent_runs.event_log import RunEventEmitter
 from agent_runs.llm import chat_model_for
 from agent_runs.models import Message, Run, Thread, Visibility
 from agent_runs.pipeline import WORKER_STAGE, iterate_async, worker_reply
+from agent_runs.runtime_config import stage_config
 
 logger = logging.getLogger(__name__)
 
@@ -104,10 +105,15 @@ def _run_worker_stage(*, run: Run, emitter: RunEventEmitter) -> None:
         token_budget=settings.AGENT_CONTEXT_TOKEN_BUDGET,
     )
     context = ToolContext(user_id=run.thread.owner_id, run_pk=run.pk, client_time=run.client_time)
-    tools = [
-        tool for tool in calendar_tools(context) if tool.__name__ in settings.AGENT_ENABLED_TOOLS
-    ]
-    reply = worker_reply(user_text=user_message.content, model=model, history=history, tools=tools)
+    config = stage_config(run=run, stage=WORKER_STAGE)
+    tools = [tool for tool in calendar_tools(context) if tool.__name__ in config.enabled_tools]
+    reply = worker_reply(
+        user_text=user_message.content,
+        model=model,
+        history=history,
+        tools=tools,
+        context=config.context,
+    )
     for item in iterate_async(reply, on_idle=emitter.flush):
         if isinstance(item, Msg):
             final = item

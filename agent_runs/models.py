@@ -195,3 +195,18 @@ class CalendarEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.title} @ {self.starts_at:%Y-%m-%d %H:%M} UTC"
+
+
+class AutomationJob(models.Model):
+    """The runtime configuration of ``automation`` runs that name it (spec/run-agent-input.md,
+    runtime_mode): ``config`` holds ``enabled_tools`` and ``context`` (for all stages, or per
+    stage under the stage's name)."""
+
+    name = models.SlugField(max_length=100, unique=True)
+    description = models.TextField(blank=True)
+    config = models.JSONField(default=dict)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return self.name

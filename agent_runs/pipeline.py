@@ -25,12 +25,13 @@ def worker_reply(
     model: ChatModelBase,
     history: Sequence[tuple[str, str]] = (),
     tools: Sequence[Callable[..., Any]] = (),
+    context: str = "",
 ) -> AsyncIterator[Any]:
     """AgentScope's events for the worker's reply to ``user_text`` after the thread's
     ``history`` of (role, content), then its final ``Msg``."""
     agent = Agent(
         name=WORKER_STAGE,
-        system_prompt=WORKER_SYSTEM_PROMPT,
+        system_prompt=f"{WORKER_SYSTEM_PROMPT}\n\n{context}" if context else WORKER_SYSTEM_PROMPT,
         model=model,
         toolkit=Toolkit(tools=[FunctionTool(tool, permission=_ALLOWED) for tool in tools]),
         # Without this AgentScope appends a runtime-state hint block to every prompt.

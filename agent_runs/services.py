@@ -12,6 +12,7 @@ from ag_ui.core import RunErrorEvent, RunStartedEvent
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
+from django.core.exceptions import ImproperlyConfigured
 from django.db import IntegrityError, transaction
 from django.http import Http404
 from django.utils import timezone
@@ -22,9 +23,10 @@ from rq.exceptions import InvalidJobOperation, NoSuchJobError
 from rq.job import Job, JobStatus
 
 from agent_runs import selectors
-from agent_runs.errors import RunIdConflict
+from agent_runs.errors import RunIdConflict, RunInputInvalid
 from agent_runs.event_log import RunEventEmitter
 from agent_runs.models import ApiToken, Message, Run, Thread, Visibility
+from agent_runs.runtime_config import automation_job_for
 from agent_runs.schemas import RunAgentInput, TaskAcceptedResponse, snapshot_sha256, user_text
 
 logger = logging.getLogger(__name__)
@@ -53,6 +55,8 @@ def _run_create(
     *, user: AbstractBaseUser, run_input: RunAgentInput, snapshot: dict[str, Any]
 ) -> Run:
     input_sha256 = snapshot_sha256(snapshot)
+    if run_input.forwarded_props.runtime_mode == Run.RuntimeMode.AUTOMATION:
+        _automation_job_check(snapshot)
     thread, thread_created = _thread_lock_or_create(user=user, thread_id=run_input.thread_id)
     existing = Run.objects.filter(thread=thread, run_id=run_input.run_id).first()
     if existing is not None:
@@ -83,6 +87,16 @@ def _run_create(
     )
     transaction.on_commit(partial(run_enqueue, run=run))
     return run
+
+
+def _automation_job_check(snapshot: dict[str, Any]) -> None:
+    try:
+        automation_job_for(run_input=snapshot)
+    except ImproperlyConfigured:
+        raise RunInputInvalid(
+            "invalid RunAgentInput.context: an automation run names an existing job as "
+            '{"description": "automation_job", "value": "<job name>"}'
+        ) from None
 
 
 def _thread_lock_or_create(*, user: AbstractBaseUser, thread_id: Any) -> tuple[Thread, bool]:

@@ -122,10 +122,9 @@ RQ = {"WORKER_CLASS": "agent_runs.worker.RunWorker"}
 
 # Models (DESIGN.md, "Model configuration"): "demo" runs offline with no key.
 AGENT_WORKER_MODEL = env_str("AGENT_WORKER_MODEL", "demo")
-# Backend tools the worker stage may call.
-AGENT_ENABLED_TOOLS = env_list(
-    "AGENT_ENABLED_TOOLS",
-    ["calendar_create", "calendar_list", "calendar_update", "calendar_delete"],
+# Tools and context per stage for chat runs (agent_runs/runtime_config.py).
+AGENT_SYSTEM_AGENTS_FILE = env_str(
+    "AGENT_SYSTEM_AGENTS_FILE", str(BASE_DIR / "agent_runs" / "system_agents.yaml")
 )
 # How much of the thread's earlier conversation a stage reads, in (approximate) tokens.
 AGENT_CONTEXT_TOKEN_BUDGET = env_int("AGENT_CONTEXT_TOKEN_BUDGET", 4000, minimum=0)

@@ -1,0 +1,70 @@
+"""Runtime modes: chat runs take their tools and context from system_agents.yaml,
+automation runs from the AutomationJob they name."""
+
+import pytest
+from django.core.exceptions import ImproperlyConfigured
+
+from agent_runs.models import AutomationJob, Run, Thread
+from agent_runs.runtime_config import system_agents
+from tests.conftest import post_run, run_input, work_burst
+from tests.fake_llm import FakeOpenAI
+
+
+def tool_names(request):
+    return sorted(tool["function"]["name"] for tool in request["body"].get("tools", []))
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.integration
+def test_chat_and_automation_runs_get_different_tool_sets(alice, redis_queue, settings):
+    AutomationJob.objects.create(
+        name="daily-digest",
+        config={"enabled_tools": ["calendar_list"], "context": "Only ever list events."},
+    )
+    with FakeOpenAI() as fake:
+        settings.AGENT_WORKER_MODEL = "openai/gpt-test"
+        settings.OPENAI_BASE_URL = fake.base_url
+        settings.OPENAI_API_KEY = "sk-test"
+        post_run(alice, run_input())
+        automation = run_input(
+            forwardedProps={"runtime_mode": "automation"},
+            context=[{"description": "automation_job", "value": "daily-digest"}],
+        )
+        post_run(alice, automation)
+        work_burst(redis_queue)
+
+    assert set(Run.objects.values_list("status", flat=True)) == {Run.Status.COMPLETED}
+    chat_request, automation_request = fake.requests
+    assert tool_names(chat_request) == [
+        "calendar_create",
+        "calendar_delete",
+        "calendar_list",
+        "calendar_update",
+    ]
+    assert tool_names(automation_request) == ["calendar_list"]
+    system = automation_request["body"]["messages"][0]
+    assert system["role"] == "system" and "Only ever list events." in str(system["content"])
+    assert "calendar" in str(chat_request["body"]["messages"][0]["content"])  # the yaml context
+
+
+@pytest.mark.django_db
+def test_an_automation_run_must_name_an_existing_job(alice, redis_queue):
+    body = run_input(
+        forwardedProps={"runtime_mode": "automation"},
+        context=[{"description": "automation_job", "value": "nope"}],
+    )
+    response = post_run(alice, body)
+    assert response.status_code == 422
+    assert response.json()["detail"].startswith("invalid RunAgentInput.context:")
+    assert Run.objects.count() == Thread.objects.count() == 0
+
+
+def test_a_bad_system_agents_file_stops_with_the_file_and_the_reason(tmp_path):
+    bad = tmp_path / "system_agents.yaml"
+    bad.write_text("agents:\n  worker:\n    enabled_tools: [launch_rockets]\n")
+    with pytest.raises(ImproperlyConfigured, match="launch_rockets") as error:
+        system_agents(bad)
+    assert str(bad) in str(error.value)
+    bad.write_text("agents: [not, a, mapping")
+    with pytest.raises(ImproperlyConfigured, match=str(bad)):
+        system_agents.__wrapped__(bad)
