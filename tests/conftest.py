@@ -166,3 +166,17 @@ def start_worker(**env_overrides: str) -> subprocess.Popen[bytes]:
     )
     command = [sys.executable, "manage.py", "rqworker", settings.AGENT_RUNS_QUEUE]
     return subprocess.Popen(command, cwd=settings.BASE_DIR, env=env)
+
+
+@pytest.fixture
+def fake_openai(settings: Any) -> Iterator[Any]:
+    """The worker's model is ``openai/gpt-test`` on a loopback OpenAI-compatible server."""
+    from tests.fake_llm import FakeOpenAI
+
+    with FakeOpenAI() as fake:
+        settings.AGENT_WORKER_MODEL = "openai/gpt-test"
+        settings.OPENAI_BASE_URL = fake.base_url
+        settings.OPENAI_API_KEY = "sk-test"
+        settings.AGENT_MODEL_MAX_RETRIES = 1
+        settings.AGENT_MODEL_RETRY_DELAY_SECONDS = 0
+        yield fake

@@ -13,7 +13,6 @@ from agent_runs.calendar_tools import (
 from agent_runs.models import CalendarEvent, Run, UserProfile
 from tests.agent_runs.sse import read_sse
 from tests.conftest import post_run, run_input, work_burst
-from tests.fake_llm import FakeOpenAI
 
 CLIENT_TIME = {
     "device_timezone": "America/Los_Angeles",
@@ -92,7 +91,7 @@ def test_a_run_creates_a_calendar_event_in_each_timezone_case(
     alice_token,
     redis_queue,
     daphne_port,
-    settings,
+    fake_openai,
     arguments,
     client_time,
     profile_timezone,
@@ -107,14 +106,10 @@ def test_a_run_creates_a_calendar_event_in_each_timezone_case(
     props = {"runtime_mode": "chat"}
     if client_time:
         props["client_time"] = client_time
-    with FakeOpenAI() as fake:
-        fake.tool_call_turns = [[("call_1", "calendar_create", json.dumps(arguments))]]
-        settings.AGENT_WORKER_MODEL = "openai/gpt-test"
-        settings.OPENAI_BASE_URL = fake.base_url
-        settings.OPENAI_API_KEY = "sk-test"
-        body = run_input(forwardedProps=props)
-        post_run(alice, body)
-        work_burst(redis_queue)
+    fake_openai.tool_call_turns = [[("call_1", "calendar_create", json.dumps(arguments))]]
+    body = run_input(forwardedProps=props)
+    post_run(alice, body)
+    work_burst(redis_queue)
 
     run = Run.objects.get(run_id=body["runId"])
     assert run.status == Run.Status.COMPLETED, run.error
@@ -139,23 +134,19 @@ def test_a_run_creates_a_calendar_event_in_each_timezone_case(
     assert json.loads(result["result"])["id"] == event.pk
     assert json.loads(result["result"])["event_timezone"] == expected_zone
     # The tool result went back to the model, which then answered.
-    assert len(fake.requests) == 2
+    assert len(fake_openai.requests) == 2
     assert stream.types[-1] == "RUN_FINISHED"
 
 
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.integration
 def test_a_failing_tool_reports_failure_and_the_agent_recovers(
-    alice, alice_token, redis_queue, daphne_port, settings
+    alice, alice_token, redis_queue, daphne_port, fake_openai
 ):
-    with FakeOpenAI() as fake:
-        fake.tool_call_turns = [[("call_9", "calendar_delete", json.dumps({"event_id": 999}))]]
-        settings.AGENT_WORKER_MODEL = "openai/gpt-test"
-        settings.OPENAI_BASE_URL = fake.base_url
-        settings.OPENAI_API_KEY = "sk-test"
-        body = run_input()
-        post_run(alice, body)
-        work_burst(redis_queue)
+    fake_openai.tool_call_turns = [[("call_9", "calendar_delete", '{"event_id": 999}')]]
+    body = run_input()
+    post_run(alice, body)
+    work_burst(redis_queue)
 
     run = Run.objects.get(run_id=body["runId"])
     assert run.status == Run.Status.COMPLETED, run.error
@@ -164,6 +155,6 @@ def test_a_failing_tool_reports_failure_and_the_agent_recovers(
     assert result["status"] == "failure"
     assert "no event 999" in result["error"]
     # The model saw the failure and answered anyway.
-    tool_message = fake.requests[1]["body"]["messages"][-1]
+    tool_message = fake_openai.requests[1]["body"]["messages"][-1]
     assert tool_message["role"] == "tool" and "no event 999" in str(tool_message["content"])
     assert stream.types[-1] == "RUN_FINISHED"

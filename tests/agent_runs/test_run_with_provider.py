@@ -10,17 +10,6 @@ from tests.fake_llm import FakeOpenAI
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.integration]
 
 
-@pytest.fixture
-def fake_openai(settings):
-    with FakeOpenAI() as fake:
-        settings.AGENT_WORKER_MODEL = "openai/gpt-test"
-        settings.OPENAI_BASE_URL = fake.base_url
-        settings.OPENAI_API_KEY = "sk-test"
-        settings.AGENT_MODEL_MAX_RETRIES = 1
-        settings.AGENT_MODEL_RETRY_DELAY_SECONDS = 0
-        yield fake
-
-
 def test_a_run_streams_the_providers_answer(
     alice, alice_token, redis_queue, daphne_port, fake_openai
 ):

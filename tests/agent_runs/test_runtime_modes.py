@@ -7,7 +7,6 @@ from django.core.exceptions import ImproperlyConfigured
 from agent_runs.models import AutomationJob, Run, Thread
 from agent_runs.runtime_config import system_agents
 from tests.conftest import post_run, run_input, work_burst
-from tests.fake_llm import FakeOpenAI
 
 
 def tool_names(request):
@@ -16,25 +15,21 @@ def tool_names(request):
 
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.integration
-def test_chat_and_automation_runs_get_different_tool_sets(alice, redis_queue, settings):
+def test_chat_and_automation_runs_get_different_tool_sets(alice, redis_queue, fake_openai):
     AutomationJob.objects.create(
         name="daily-digest",
         config={"enabled_tools": ["calendar_list"], "context": "Only ever list events."},
     )
-    with FakeOpenAI() as fake:
-        settings.AGENT_WORKER_MODEL = "openai/gpt-test"
-        settings.OPENAI_BASE_URL = fake.base_url
-        settings.OPENAI_API_KEY = "sk-test"
-        post_run(alice, run_input())
-        automation = run_input(
-            forwardedProps={"runtime_mode": "automation"},
-            context=[{"description": "automation_job", "value": "daily-digest"}],
-        )
-        post_run(alice, automation)
-        work_burst(redis_queue)
+    post_run(alice, run_input())
+    automation = run_input(
+        forwardedProps={"runtime_mode": "automation"},
+        context=[{"description": "automation_job", "value": "daily-digest"}],
+    )
+    post_run(alice, automation)
+    work_burst(redis_queue)
 
     assert set(Run.objects.values_list("status", flat=True)) == {Run.Status.COMPLETED}
-    chat_request, automation_request = fake.requests
+    chat_request, automation_request = fake_openai.requests
     assert tool_names(chat_request) == [
         "calendar_create",
         "calendar_delete",
