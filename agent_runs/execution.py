@@ -128,6 +128,23 @@ def _run_worker_stage(*, run: Run, emitter: RunEventEmitter) -> None:
         emitter.emit(TextMessageStartEvent(message_id=message_id, role="assistant", **ids))
     with transaction.atomic():
         thread = Thread.objects.select_for_update().get(pk=run.thread_id)
+        for tool_call_id, tool_name in state.tool_names.items():
+            # Kept for the stages' context; never shown in the history.
+            services.message_append(
+                thread=thread,
+                run=run,
+                role=Message.Role.TOOL,
+                message_id=tool_call_id,
+                content=state.tool_results.get(tool_call_id, ""),
+                metadata={
+                    "run_id": run.run_id,
+                    "stage": WORKER_STAGE,
+                    "message_id": tool_call_id,
+                    "tool_name": tool_name,
+                    "tool_call_args": state.tool_args.get(tool_call_id, ""),
+                },
+                visibility=Visibility.CONTEXT,
+            )
         services.message_append(
             thread=thread,
             run=run,

@@ -79,24 +79,27 @@ def events_after(*, thread_id: uuid.UUID, after_id: int, limit: int) -> list[tup
 def context_messages(
     *, thread_id: uuid.UUID, before_seq: int, consumer: Visibility, token_budget: int
 ) -> list[tuple[str, str]]:
-    """The thread's earlier user and assistant messages that ``consumer`` may see
-    (spec/sse-events-and-usage.md, section 8: its bit of ``visibility_mask``), as
-    (role, content) oldest first: the newest that fit in ``token_budget`` (about four
-    characters a token)."""
+    """The thread's earlier messages that ``consumer`` may see (spec/sse-events-and-usage.md,
+    section 8: its bit of ``visibility_mask``), as (role, content) oldest first: the newest
+    that fit in ``token_budget`` (about four characters a token). A tool result becomes an
+    assistant note naming the tool, since a model's context takes tool results only right
+    after its own calls."""
     rows = (
         Message.objects.filter(
             thread_id=thread_id,
             seq__lt=before_seq,
-            role__in=[Message.Role.USER, Message.Role.ASSISTANT],
+            role__in=[Message.Role.USER, Message.Role.ASSISTANT, Message.Role.TOOL],
         )
         .alias(visible=F("visibility_mask").bitand(int(consumer)))
         .filter(visible__gt=0)
         .order_by("-seq")
-        .values_list("role", "content")[:_CONTEXT_MESSAGES_MAX]
+        .values_list("role", "content", "metadata")[:_CONTEXT_MESSAGES_MAX]
     )
     chosen: list[tuple[str, str]] = []
     spent = 0
-    for role, content in rows:
+    for role, content, metadata in rows:
+        if role == Message.Role.TOOL:
+            role, content = "assistant", f"[{metadata.get('tool_name', 'tool')} result] {content}"
         spent += len(content) // 4 + 4
         if spent > token_budget:
             break

@@ -10,7 +10,7 @@ from agent_runs.calendar_tools import (
     resolve_event_timezone,
     resolve_local_time,
 )
-from agent_runs.models import CalendarEvent, Run, UserProfile
+from agent_runs.models import CalendarEvent, Message, Run, UserProfile, Visibility
 from tests.agent_runs.sse import read_sse
 from tests.conftest import post_run, run_input, work_burst
 
@@ -135,6 +135,12 @@ def test_a_run_creates_a_calendar_event_in_each_timezone_case(
     assert json.loads(result["result"])["event_timezone"] == expected_zone
     # The tool result went back to the model, which then answered.
     assert len(fake_openai.requests) == 2
+    tool_message = Message.objects.get(run=run, role="tool")
+    assert tool_message.metadata["tool_name"] == "calendar_create"
+    assert tool_message.metadata["message_id"] == "call_1"
+    assert json.loads(tool_message.content)["id"] == event.pk
+    assert not tool_message.visibility_mask & Visibility.UI_HISTORY  # never in the history
+    assert tool_message.visibility_mask & Visibility.WORKER
     assert stream.types[-1] == "RUN_FINISHED"
 
 
@@ -158,3 +164,26 @@ def test_a_failing_tool_reports_failure_and_the_agent_recovers(
     tool_message = fake_openai.requests[1]["body"]["messages"][-1]
     assert tool_message["role"] == "tool" and "no event 999" in str(tool_message["content"])
     assert stream.types[-1] == "RUN_FINISHED"
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.integration
+def test_the_next_run_sees_what_the_tools_did(alice, redis_queue, fake_openai):
+    arguments = {"title": "Standup", "start": "2026-03-17T09:00"}
+    fake_openai.tool_call_turns = [[("call_1", "calendar_create", json.dumps(arguments))]]
+    body = run_input()
+    post_run(alice, body)
+    work_burst(redis_queue)
+    post_run(
+        alice,
+        run_input(
+            threadId=body["threadId"],
+            messages=[{"id": "m2", "role": "user", "content": "Move it to ten."}],
+        ),
+    )
+    work_burst(redis_queue)
+
+    event = CalendarEvent.objects.get()
+    prompt = fake_openai.requests[-1]["body"]["messages"]
+    notes = [str(m["content"]) for m in prompt if m["role"] == "assistant"]
+    assert any("[calendar_create result]" in note and f'"id": {event.pk}' in note for note in notes)
