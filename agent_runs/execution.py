@@ -31,12 +31,12 @@ from rq.timeouts import JobTimeoutException
 
 from agent_runs import selectors, services
 from agent_runs.agui_mapping import RunMappingState, map_agentscope_event
-from agent_runs.calendar_tools import ToolContext, calendar_tools
+from agent_runs.calendar_tools import ToolContext
 from agent_runs.event_log import RunEventEmitter
 from agent_runs.llm import chat_model_for
 from agent_runs.models import Message, Run, Thread, Visibility
 from agent_runs.pipeline import WORKER_STAGE, iterate_async, worker_reply
-from agent_runs.runtime_config import stage_config
+from agent_runs.runtime_config import stage_config, tools_for
 
 logger = logging.getLogger(__name__)
 
@@ -106,7 +106,7 @@ def _run_worker_stage(*, run: Run, emitter: RunEventEmitter) -> None:
     )
     context = ToolContext(user_id=run.thread.owner_id, run_pk=run.pk, client_time=run.client_time)
     config = stage_config(run=run, stage=WORKER_STAGE)
-    tools = [tool for tool in calendar_tools(context) if tool.__name__ in config.enabled_tools]
+    tools = tools_for(config=config, context=context)
     reply = worker_reply(
         user_text=user_message.content,
         model=model,

@@ -4,15 +4,21 @@
 ``{"description": "automation_job", "value": "<job name>"}`` (``forwardedProps`` allows no
 other keys)."""
 
+import functools
+import inspect
+from collections.abc import Callable, Iterable
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 import yaml
+from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
+from django.utils.module_loading import import_string
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from agent_runs.calendar_tools import ToolContext, calendar_tools
 from agent_runs.models import AutomationJob, Run
 
 AUTOMATION_JOB_CONTEXT = "automation_job"
@@ -25,16 +31,36 @@ class StageConfig(BaseModel):
     enabled_tools: list[str] = []
     context: str = ""
 
-    def model_post_init(self, __context: Any) -> None:
-        unknown = sorted(set(self.enabled_tools) - set(BUILT_IN_TOOLS))
+    def check_tools(self, known: Iterable[str]) -> None:
+        unknown = sorted(set(self.enabled_tools) - set(known))
         if unknown:
-            raise ValueError(f"unknown tools {unknown}; known: {list(BUILT_IN_TOOLS)}")
+            raise ValueError(f"unknown tools {unknown}; known: {sorted(known)}")
 
 
 class SystemAgents(BaseModel):
+    """``agents``: per stage, its tools and context. ``tools``: operator tools, by name, as
+    the dotted path of a function (sync or async; its signature and docstring describe it to
+    the model)."""
+
     model_config = ConfigDict(extra="forbid")
 
     agents: dict[str, StageConfig]
+    tools: dict[str, str] = {}
+
+    @property
+    def known_tools(self) -> list[str]:
+        return [*BUILT_IN_TOOLS, *self.tools]
+
+    def model_post_init(self, __context: Any) -> None:
+        for name, path in self.tools.items():
+            if name in BUILT_IN_TOOLS:
+                raise ValueError(f"operator tool {name!r} would hide the built-in tool")
+            try:
+                import_string(path)
+            except ImportError as exc:
+                raise ValueError(f"operator tool {name!r}: {exc}") from exc
+        for stage in self.agents.values():
+            stage.check_tools(self.known_tools)
 
 
 @cache
@@ -54,7 +80,9 @@ def stage_config(*, run: Run, stage: str) -> StageConfig:
     if run.runtime_mode == Run.RuntimeMode.AUTOMATION:
         job = automation_job_for(run_input=run.input)
         try:
-            return StageConfig.model_validate(job.config.get(stage, job.config))
+            config = StageConfig.model_validate(job.config.get(stage, job.config))
+            config.check_tools(system_agents().known_tools)
+            return config
         except (ValidationError, ValueError) as exc:
             raise ImproperlyConfigured(f"automation job {job.name!r}: {exc}") from exc
     return system_agents().agents.get(stage, StageConfig())
@@ -70,3 +98,29 @@ def automation_job_for(*, run_input: dict[str, Any]) -> AutomationJob:
     if job is None:
         raise ImproperlyConfigured(f"no automation job named {names[0] if names else None!r}")
     return job
+
+
+def tools_for(*, config: StageConfig, context: ToolContext) -> list[Callable[..., Any]]:
+    """The tool functions a stage may call: built-ins bound to the run, and operator tools
+    (a synchronous one runs on a worker thread, as the ORM requires)."""
+    built_in = {tool.__name__: tool for tool in calendar_tools(context)}
+    operator = system_agents().tools
+    tools = []
+    for name in config.enabled_tools:
+        if name in built_in:
+            tools.append(built_in[name])
+        elif name in operator:
+            tools.append(_as_async_tool(name, import_string(operator[name])))
+    return tools
+
+
+def _as_async_tool(name: str, function: Callable[..., Any]) -> Callable[..., Any]:
+    if inspect.iscoroutinefunction(function):
+        return function
+
+    @functools.wraps(function)
+    async def tool(**kwargs: Any) -> Any:
+        return await sync_to_async(function, thread_sensitive=False)(**kwargs)
+
+    tool.__name__ = name
+    return tool

@@ -63,3 +63,47 @@ def test_a_bad_system_agents_file_stops_with_the_file_and_the_reason(tmp_path):
     bad.write_text("agents: [not, a, mapping")
     with pytest.raises(ImproperlyConfigured, match=str(bad)):
         system_agents.__wrapped__(bad)
+
+
+@pytest.fixture
+def operator_config(tmp_path, settings):
+    config = tmp_path / "system_agents.yaml"
+    config.write_text(
+        "tools:\n"
+        "  word_count: tests.operator_tools.word_count\n"
+        "agents:\n"
+        "  worker:\n"
+        "    enabled_tools: [word_count, calendar_list]\n"
+    )
+    settings.AGENT_SYSTEM_AGENTS_FILE = str(config)
+    system_agents.cache_clear()
+    yield config
+    system_agents.cache_clear()
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.integration
+def test_an_operator_tool_named_by_dotted_path_is_called(
+    alice, alice_token, redis_queue, daphne_port, fake_openai, operator_config
+):
+    import json
+
+    from tests.agent_runs.sse import read_sse
+
+    fake_openai.tool_call_turns = [[("call_w", "word_count", json.dumps({"text": "a b c"}))]]
+    body = run_input()
+    post_run(alice, body)
+    work_burst(redis_queue)
+
+    assert tool_names(fake_openai.requests[0]) == ["calendar_list", "word_count"]
+    stream = read_sse(daphne_port, body["threadId"], token=alice_token)
+    result = next(f["data"] for f in stream.events if f["event"] == "TOOL_CALL_RESULT")
+    assert result["status"] == "success"
+    assert json.loads(result["result"]) == {"words": 3, "users": 1}
+
+
+def test_an_operator_tool_that_cannot_be_imported_stops_the_start(tmp_path):
+    bad = tmp_path / "system_agents.yaml"
+    bad.write_text("tools:\n  nope: tests.operator_tools.missing\nagents: {}\n")
+    with pytest.raises(ImproperlyConfigured, match="operator tool 'nope'"):
+        system_agents.__wrapped__(bad)
