@@ -187,3 +187,28 @@ def test_the_next_run_sees_what_the_tools_did(alice, redis_queue, fake_openai):
     prompt = fake_openai.requests[-1]["body"]["messages"]
     notes = [str(m["content"]) for m in prompt if m["role"] == "assistant"]
     assert any("[calendar_create result]" in note and f'"id": {event.pk}' in note for note in notes)
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.integration
+def test_the_offline_demo_model_calls_a_tool_on_request(
+    alice, alice_token, redis_queue, daphne_port
+):
+    text = '/tool calendar_create {"title": "Demo", "start": "2026-03-17T09:00"}'
+    body = run_input(messages=[{"id": "m1", "role": "user", "content": text}])
+    post_run(alice, body)
+    work_burst(redis_queue)
+
+    run = Run.objects.get(run_id=body["runId"])
+    assert run.status == Run.Status.COMPLETED, run.error
+    event = CalendarEvent.objects.get()
+    assert event.title == "Demo" and event.event_timezone == "UTC"
+    stream = read_sse(daphne_port, body["threadId"], token=alice_token)
+    assert [t for t in stream.types if t.startswith("TOOL_CALL")] == [
+        "TOOL_CALL_START",
+        "TOOL_CALL_ARGS",
+        "TOOL_CALL_END",
+        "TOOL_CALL_RESULT",
+    ]
+    answer = Message.objects.get(run=run, role="assistant").content
+    assert answer.startswith("(demo model) The tool answered:") and f'"id": {event.pk}' in answer
