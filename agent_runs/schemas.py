@@ -166,7 +166,7 @@ def parse_run_agent_input(raw: Any) -> RunAgentInput:
 
 def _check_rules(data: dict[str, Any]) -> None:
     thread_id = data.get("threadId")
-    if not isinstance(thread_id, str) or not _is_uuid(thread_id):
+    if not isinstance(thread_id, str) or parse_uuid(thread_id) is None:
         raise RunInputInvalid("threadId must be a valid UUID")
     run_id = data.get("runId")
     if not isinstance(run_id, str) or not run_id.strip():
@@ -259,12 +259,12 @@ def _block_get(block: Any, key: str) -> Any:
     return block.get(key) if isinstance(block, dict) else getattr(block, key, None)
 
 
-def _is_uuid(value: str) -> bool:
+def parse_uuid(value: str) -> uuid.UUID | None:
+    """The UUID ``value`` spells, or ``None``."""
     try:
-        uuid.UUID(value)
+        return uuid.UUID(value)
     except ValueError:
-        return False
-    return True
+        return None
 
 
 def _is_rfc3339_with_offset(value: Any) -> bool:

@@ -203,9 +203,11 @@ def run_cancel(*, run: Run) -> Run:
     with transaction.atomic():
         locked = Run.objects.select_for_update().get(pk=run.pk)
         was_running = locked.status == Run.Status.RUNNING
-        ended = Run.objects.filter(
-            pk=run.pk, status__in=[Run.Status.QUEUED, Run.Status.RUNNING]
-        ).update(status=Run.Status.CANCELLED, finished_at=timezone.now())
+        ended = locked.status in (Run.Status.QUEUED, Run.Status.RUNNING)
+        if ended:
+            Run.objects.filter(pk=run.pk).update(
+                status=Run.Status.CANCELLED, finished_at=timezone.now()
+            )
     if ended:
         if was_running:
             _job_stop(job_id=str(run.task_id))

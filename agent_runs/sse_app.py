@@ -27,6 +27,7 @@ from django.http import Http404
 
 from agent_runs import selectors
 from agent_runs.authentication import stream_request_user
+from agent_runs.schemas import parse_uuid
 from agent_runs.streaming import db_call, thread_event_stream
 
 logger = logging.getLogger(__name__)
@@ -40,7 +41,7 @@ def with_event_stream(app: ASGIApp) -> ASGIApp:
 
     async def router(scope: dict[str, Any], receive: Any, send: Any) -> None:
         match = _PATH.match(scope["path"]) if scope["type"] == "http" else None
-        thread_id = _uuid(match["thread_id"]) if match else None
+        thread_id = parse_uuid(match["thread_id"]) if match else None
         if thread_id is None:
             await app(scope, receive, send)
         else:
@@ -149,10 +150,3 @@ async def _json(
         }
     )
     await send({"type": "http.response.body", "body": json.dumps(body).encode()})
-
-
-def _uuid(value: str) -> uuid.UUID | None:
-    try:
-        return uuid.UUID(value)
-    except ValueError:
-        return None

@@ -60,6 +60,8 @@ class StreamHub:
             socket_timeout=_BLOCK_MS / 1000 + 10,
         )
         self.task: asyncio.Task[None] | None = None
+        # The event loop keeps only weak references to tasks: hold the wake-ups here.
+        self.wake_tasks: set[asyncio.Task[None]] = set()
 
     async def subscribe(self, key: str) -> Subscription:
         """Start receiving the stream's new entries. Call before replaying from PostgreSQL:
@@ -85,7 +87,9 @@ class StreamHub:
             del self.subscribers[subscription.key]
             self.positions.pop(subscription.key, None)
             # Stop reading the stream now rather than when the blocked read times out.
-            asyncio.get_running_loop().create_task(self._wake())
+            wake = asyncio.get_running_loop().create_task(self._wake())
+            self.wake_tasks.add(wake)
+            wake.add_done_callback(self.wake_tasks.discard)
 
     async def _read(self) -> None:
         wake_position = "$"

@@ -9,7 +9,6 @@ When Redis fails, or the client reads too slowly, the hub says so and PostgreSQL
 
 import asyncio
 import json
-import logging
 import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -24,7 +23,6 @@ from agent_runs.codec import KEEP_ALIVE_FRAME, TERMINAL_TYPES, retry_frame, sse_
 from agent_runs.event_log import stream_key
 from agent_runs.stream_hub import RESET, Subscription, stream_hub
 
-logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 _REPLAY_PAGE = 1000

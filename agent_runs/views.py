@@ -15,7 +15,7 @@ from rest_framework.views import APIView
 from agent_runs import selectors, services
 from agent_runs.authentication import stream_token_issue
 from agent_runs.errors import RunPayloadTooLarge
-from agent_runs.schemas import MAX_PAYLOAD_BYTES, parse_run_agent_input
+from agent_runs.schemas import MAX_PAYLOAD_BYTES, parse_run_agent_input, parse_uuid
 
 
 class RunCreateApi(APIView):
@@ -74,15 +74,15 @@ class RunCancelApi(APIView):
         run = selectors.run_get_for_user(
             user=cast(AbstractBaseUser, request.user),
             run_id=run_id,
-            thread_id=_uuid_or_404(thread_id) if thread_id else None,
+            thread_id=_thread_id_or_404(thread_id) if thread_id else None,
         )
         run = services.run_cancel(run=run)
         body = {"threadId": str(run.thread_id), "runId": run.run_id, "status": run.status}
         return Response(body, status=status.HTTP_200_OK)
 
 
-def _uuid_or_404(value: str) -> uuid.UUID:
-    try:
-        return uuid.UUID(value)
-    except ValueError:
-        raise Http404 from None
+def _thread_id_or_404(value: str) -> uuid.UUID:
+    thread_id = parse_uuid(value)
+    if thread_id is None:
+        raise Http404
+    return thread_id

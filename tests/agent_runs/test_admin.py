@@ -32,12 +32,16 @@ def test_staff_find_a_run_by_thread_id_and_read_its_messages(alice, staff_client
     assert "What is on my calendar?" in page.content.decode()
 
 
-def test_runs_filter_by_status_and_user(alice, staff_client, redis_queue):
+def test_runs_filter_by_status_and_user(alice, bob, staff_client, redis_queue):
     post_run(alice, run_input())
+    post_run(bob, run_input())
+    alice_id = get_user_model().objects.get(username="alice").pk
     queued = staff_client.get("/admin/agent_runs/run/", {"status__exact": "queued"})
     completed = staff_client.get("/admin/agent_runs/run/", {"status__exact": "completed"})
-    assert queued.context["cl"].result_count == 1
+    alices = staff_client.get("/admin/agent_runs/run/", {"thread__owner__id__exact": alice_id})
+    assert queued.context["cl"].result_count == 2
     assert completed.context["cl"].result_count == 0
+    assert alices.context["cl"].result_count == 1
 
 
 def test_history_cannot_be_edited_in_the_admin(alice, staff_client, redis_queue):

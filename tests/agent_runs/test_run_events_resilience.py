@@ -142,3 +142,22 @@ def test_the_stream_survives_a_redis_restart_mid_run(alice, alice_token, redis_q
     text = "".join(f["data"]["delta"] for f in stream.events if "delta" in f["data"])
     assert text == "before during outage after"
     assert stream.types[-1] == "RUN_FINISHED"
+
+
+def test_a_threads_redis_stream_stays_bounded_while_postgresql_keeps_everything(
+    alice, redis_queue, settings
+):
+    settings.AGENT_EVENTS_STREAM_MAXLEN = 100
+    body = run_input()
+    post_run(alice, body)
+    run = Run.objects.get(run_id=body["runId"])
+    ids = {"threadId": body["threadId"], "runId": body["runId"]}
+    emitter = RunEventEmitter(run=run)
+    emitter.emit(RunStartedEvent(thread_id=body["threadId"], run_id=body["runId"]))
+    for _ in range(300):  # each step event is written, and published, on its own
+        emitter.emit(StepStartedEvent(step_name="worker", **ids))
+        emitter.emit(StepFinishedEvent(step_name="worker", **ids))
+
+    length = redis_queue.connection.xlen(event_log.stream_key(body["threadId"]))
+    assert length < 300  # trimmed (approximately, as Redis does it cheaply)
+    assert run.events.count() == 601
