@@ -6,6 +6,7 @@ leaves the run's start and end to the caller, who knows whether the reply failed
 """
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,6 +22,9 @@ from ag_ui.core import (
 from agentscope.event import EventType as AgentScopeEventType
 
 _RESULT_STATUS = {"success": "success", "error": "failure", "interrupted": "partial"}
+# AgentScope's tool through which the worker gives its structured output (AgentOutput).
+STRUCTURED_OUTPUT_TOOL = "GenerateStructuredOutput"
+ANSWER_KEY = re.compile(r'"answer"\s*:\s*"')
 
 
 @dataclass
@@ -31,8 +35,12 @@ class RunMappingState:
     run_id: str
     stage: str
     message_id: str
+    # The worker's text message is its structured answer, streamed as the model writes it;
+    # text the model writes outside it (and the memory stage's text) is not sent.
     text_started: bool = False
     text: str = ""
+    narration: str = ""
+    structured_args: dict[str, str] = field(default_factory=dict)
     tool_names: dict[str, str] = field(default_factory=dict)
     tool_args: dict[str, str] = field(default_factory=dict)
     tool_results: dict[str, str] = field(default_factory=dict)
@@ -41,47 +49,130 @@ class RunMappingState:
 def map_agentscope_event(event: Any, state: RunMappingState) -> list[BaseEvent]:
     """The AG-UI events for one AgentScope event (often none)."""
     kind = getattr(event, "type", None)
-    ids = {"threadId": state.thread_id, "runId": state.run_id}
-    if kind == AgentScopeEventType.TEXT_BLOCK_DELTA and event.delta:
-        events: list[BaseEvent] = []
-        if not state.text_started:
-            state.text_started = True
-            events.append(
-                TextMessageStartEvent(message_id=state.message_id, role="assistant", **ids)
-            )
-        state.text += event.delta
-        events.append(
-            TextMessageContentEvent(message_id=state.message_id, delta=event.delta, **ids)
-        )
-        return events
+    if kind == AgentScopeEventType.TEXT_BLOCK_DELTA:
+        state.narration += event.delta or ""
+        return []
+    tool_call_id = str(getattr(event, "tool_call_id", "") or "")
+    if kind == AgentScopeEventType.TOOL_CALL_START and event.tool_call_name == (
+        STRUCTURED_OUTPUT_TOOL
+    ):
+        state.structured_args[tool_call_id] = ""
+        return []
+    if tool_call_id in state.structured_args:
+        if kind == AgentScopeEventType.TOOL_CALL_DELTA:
+            return _structured_delta(tool_call_id, event.delta or "", state)
+        return []
     if kind == AgentScopeEventType.TOOL_CALL_START:
-        state.tool_names[event.tool_call_id] = event.tool_call_name
-        state.tool_args[event.tool_call_id] = ""
+        state.tool_names[tool_call_id] = event.tool_call_name
+        state.tool_args[tool_call_id] = ""
         return [
             ToolCallStartEvent(
-                tool_call_id=event.tool_call_id,
+                tool_call_id=tool_call_id,
                 tool_call_name=event.tool_call_name,
                 parent_message_id=state.message_id,
                 messageId=state.message_id,
                 stage=state.stage,
-                **ids,
+                threadId=state.thread_id,
+                runId=state.run_id,
             )
         ]
     if kind == AgentScopeEventType.TOOL_CALL_DELTA:
-        state.tool_args[event.tool_call_id] = state.tool_args.get(event.tool_call_id, "") + (
-            event.delta or ""
-        )
+        state.tool_args[tool_call_id] = state.tool_args.get(tool_call_id, "") + (event.delta or "")
         return []
     if kind == AgentScopeEventType.TOOL_CALL_END:
-        return _tool_call_end(event.tool_call_id, state)
+        return _tool_call_end(tool_call_id, state)
     if kind == AgentScopeEventType.TOOL_RESULT_TEXT_DELTA:
-        state.tool_results[event.tool_call_id] = state.tool_results.get(event.tool_call_id, "") + (
+        state.tool_results[tool_call_id] = state.tool_results.get(tool_call_id, "") + (
             event.delta or ""
         )
         return []
     if kind == AgentScopeEventType.TOOL_RESULT_END:
         return [_tool_call_result(event, state)]
     return []
+
+
+def answer_text_events(answer: str, state: RunMappingState) -> list[BaseEvent]:
+    """What is left to send of the text message once the final answer is known: the start
+    if none was sent, and the part of the answer not streamed yet (when what was streamed
+    is a prefix of it, as it is unless the model rewrote its answer)."""
+    events = _text_start(state)
+    if answer.startswith(state.text) and len(answer) > len(state.text):
+        events.append(_text_content(answer[len(state.text) :], state))
+    return events
+
+
+def _structured_delta(tool_call_id: str, delta: str, state: RunMappingState) -> list[BaseEvent]:
+    state.structured_args[tool_call_id] += delta
+    if len(state.structured_args) > 1:
+        return []  # a second attempt at the output: its answer is sent whole at the end
+    answer = partial_json_string_value(state.structured_args[tool_call_id], ANSWER_KEY)
+    if len(answer) <= len(state.text):
+        return []
+    return [*_text_start(state), _text_content(answer[len(state.text) :], state)]
+
+
+def _text_start(state: RunMappingState) -> list[BaseEvent]:
+    if state.text_started:
+        return []
+    state.text_started = True
+    return [
+        TextMessageStartEvent(
+            message_id=state.message_id,
+            role="assistant",
+            threadId=state.thread_id,
+            runId=state.run_id,
+        )
+    ]
+
+
+def _text_content(delta: str, state: RunMappingState) -> BaseEvent:
+    state.text += delta
+    return TextMessageContentEvent(
+        message_id=state.message_id, delta=delta, threadId=state.thread_id, runId=state.run_id
+    )
+
+
+def partial_json_string_value(raw: str, key: re.Pattern[str]) -> str:
+    """The decoded part, so far, of the string value that ``key`` (a pattern ending at the
+    value's opening quote) introduces in a JSON text that is still arriving. Stops before an
+    escape or a surrogate pair that is not complete yet."""
+    match = key.search(raw)
+    if match is None:
+        return ""
+    body = raw[match.end() :]
+    index = 0
+    safe = 0
+    while index < len(body):
+        char = body[index]
+        if char == '"':
+            break
+        if char != "\\":
+            index += 1
+            safe = index
+            continue
+        if index + 1 >= len(body):
+            break
+        width = 6 if body[index + 1] == "u" else 2
+        if index + width > len(body):
+            break
+        if width == 6 and 0xD800 <= _hex(body[index + 2 : index + 6]) <= 0xDBFF:
+            if index + 12 > len(body):
+                break  # the high half of a pair: wait for its low half
+            width = 12
+        index += width
+        safe = index
+    try:
+        value: str = json.loads(f'"{body[:safe]}"')
+    except json.JSONDecodeError:
+        return ""
+    return value
+
+
+def _hex(text: str) -> int:
+    try:
+        return int(text, 16)
+    except ValueError:
+        return -1
 
 
 def _tool_call_end(tool_call_id: str, state: RunMappingState) -> list[BaseEvent]:

@@ -104,7 +104,7 @@ def calendar_tools(context: ToolContext) -> list[Any]:
             event_timezone: The IANA timezone the times are meant in, when the user said
                 one (e.g. "Asia/Shanghai"); otherwise leave it out.
         """
-        return await _call(_create, context, title, start, end, event_timezone)
+        return await call_sync_tool(_create, context, title, start, end, event_timezone)
 
     async def calendar_list(days: int = 7) -> dict[str, Any]:
         """List the user's events from now on.
@@ -112,7 +112,7 @@ def calendar_tools(context: ToolContext) -> list[Any]:
         Args:
             days: How many days ahead to look (1 to 90).
         """
-        return await _call(_list, context, days)
+        return await call_sync_tool(_list, context, days)
 
     async def calendar_update(
         event_id: int,
@@ -128,7 +128,7 @@ def calendar_tools(context: ToolContext) -> list[Any]:
             start: The new start, in the forms calendar_create takes; optional.
             event_timezone: The IANA timezone of the new start; optional.
         """
-        return await _call(_update, context, event_id, title, start, event_timezone)
+        return await call_sync_tool(_update, context, event_id, title, start, event_timezone)
 
     async def calendar_delete(event_id: int) -> dict[str, Any]:
         """Delete one of the user's events.
@@ -136,12 +136,15 @@ def calendar_tools(context: ToolContext) -> list[Any]:
         Args:
             event_id: The event's id.
         """
-        return await _call(_delete, context, event_id)
+        return await call_sync_tool(_delete, context, event_id)
 
     return [calendar_create, calendar_list, calendar_update, calendar_delete]
 
 
-async def _call(function: Any, *args: Any) -> dict[str, Any]:
+async def call_sync_tool(function: Any, *args: Any) -> dict[str, Any]:
+    """Run a tool's ORM work on a worker thread (the ORM refuses the event loop's thread),
+    closing that thread's connection after."""
+
     def run() -> dict[str, Any]:
         try:
             result: dict[str, Any] = function(*args)

@@ -4,24 +4,14 @@ Only the worker imports this module (it imports AgentScope through the pipeline)
 """
 
 import logging
-import time
 import traceback
 from datetime import UTC, datetime, timedelta
+from functools import partial
 
 import openai
-from ag_ui.core import (
-    RunErrorEvent,
-    RunFinishedEvent,
-    RunStartedEvent,
-    StepFinishedEvent,
-    StepStartedEvent,
-    TextMessageEndEvent,
-    TextMessageStartEvent,
-)
-from agentscope.message import Msg
+from ag_ui.core import RunErrorEvent, RunFinishedEvent, RunStartedEvent
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
-from django.db import transaction
 from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 from redis.exceptions import RedisError
@@ -30,23 +20,22 @@ from rq.job import Job, JobStatus
 from rq.timeouts import JobTimeoutException
 
 from agent_runs import selectors, services
-from agent_runs.agui_mapping import RunMappingState, map_agentscope_event
-from agent_runs.calendar_tools import ToolContext
 from agent_runs.event_log import RunEventEmitter
-from agent_runs.llm import chat_model_for
-from agent_runs.models import Message, Run, Thread, Visibility
-from agent_runs.pipeline import WORKER_STAGE, iterate_async, worker_reply
-from agent_runs.runtime_config import stage_config, tools_for
+from agent_runs.llm import UsageLog
+from agent_runs.models import Message, Run
+from agent_runs.stages import (
+    RunNoLongerRunning,
+    RunTurn,
+    memory_stage,
+    router_stage,
+    worker_stage,
+)
 
 logger = logging.getLogger(__name__)
 
 _MAX_ERROR_CHARS = 10_000
 # spec/sse-events-and-usage.md, RUN_ERROR: what clients see; the cause stays in Run.error.
 RUN_ERROR_MESSAGE = "runtime execution failed"
-
-
-class RunNoLongerRunning(Exception):
-    """The run was cancelled while its job worked on it."""
 
 
 def run_claim(*, run_pk: int) -> bool:
@@ -64,7 +53,8 @@ def run_claim(*, run_pk: int) -> bool:
 
 
 def run_execute(*, run_pk: int) -> None:
-    """Run the pipeline for a queued run, streaming its AG-UI events, and store its answer.
+    """Run the pipeline (router → worker → memory) for a queued run, streaming its AG-UI
+    events, and store its answer and every model call's usage.
 
     The run always ends ``completed`` (``RUN_FINISHED``) or ``failed`` (``RUN_ERROR``), and
     the thread's next queued run is started after it. The claim comes first and is the only
@@ -78,7 +68,23 @@ def run_execute(*, run_pk: int) -> None:
     ids = {"thread_id": str(run.thread_id), "run_id": run.run_id}
     try:
         emitter.emit(RunStartedEvent(**ids))
-        _run_worker_stage(run=run, emitter=emitter)
+        turn = RunTurn(
+            run=run,
+            emitter=emitter,
+            user_message=run.messages.get(role=Message.Role.USER),
+            memory_notes=selectors.user_memory_notes(
+                user_id=run.thread.owner_id, limit=settings.AGENT_MEMORY_MAX_ITEMS
+            ),
+            store_usage=partial(_store_usage, run),
+        )
+        decision = router_stage(turn)
+        output = worker_stage(turn, decision)
+        memory_stage(turn, output)
+        completed = Run.objects.filter(pk=run.pk, status=Run.Status.RUNNING).update(
+            status=Run.Status.COMPLETED, finished_at=timezone.now()
+        )
+        if not completed:
+            raise RunNoLongerRunning(run.pk)
         emitter.emit(RunFinishedEvent(**ids))
     except Exception as exc:
         logger.exception("run %s failed", run.pk)
@@ -87,100 +93,11 @@ def run_execute(*, run_pk: int) -> None:
         services.run_dispatch_next(thread_id=run.thread_id)
 
 
-def _run_worker_stage(*, run: Run, emitter: RunEventEmitter) -> None:
-    ids = {"threadId": str(run.thread_id), "runId": run.run_id}
-    emitter.emit(StepStartedEvent(step_name=WORKER_STAGE, **ids))
-    started = time.monotonic()
-    user_message = run.messages.get(role=Message.Role.USER)
-    message_id = f"{WORKER_STAGE}-{run.run_id}"
-    state = RunMappingState(
-        thread_id=str(run.thread_id), run_id=run.run_id, stage=WORKER_STAGE, message_id=message_id
-    )
-    final = None
-    model = chat_model_for(settings.AGENT_WORKER_MODEL)
-    history = selectors.context_messages(
-        thread_id=run.thread_id,
-        before_seq=user_message.seq,
-        consumer=Visibility.WORKER,
-        token_budget=settings.AGENT_CONTEXT_TOKEN_BUDGET,
-    )
-    context = ToolContext(user_id=run.thread.owner_id, run_pk=run.pk, client_time=run.client_time)
-    config = stage_config(run=run, stage=WORKER_STAGE)
-    tools = tools_for(config=config, context=context)
-    reply = worker_reply(
-        user_text=user_message.content,
-        model=model,
-        history=history,
-        tools=tools,
-        context=config.context,
-    )
-    for item in iterate_async(reply, on_idle=emitter.flush):
-        if isinstance(item, Msg):
-            final = item
-            continue
-        for event in map_agentscope_event(item, state):
-            emitter.emit(event)
-    if final is None:
-        raise RuntimeError("the agent ended its reply without a final message")
-    answer = final.get_text_content() or state.text
-    latency_ms = round((time.monotonic() - started) * 1000)
-    if not state.text_started:
-        emitter.emit(TextMessageStartEvent(message_id=message_id, role="assistant", **ids))
-    with transaction.atomic():
-        thread = Thread.objects.select_for_update().get(pk=run.thread_id)
-        for tool_call_id, tool_name in state.tool_names.items():
-            # Kept for the stages' context; never shown in the history.
-            services.message_append(
-                thread=thread,
-                run=run,
-                role=Message.Role.TOOL,
-                message_id=tool_call_id,
-                content=state.tool_results.get(tool_call_id, ""),
-                metadata={
-                    "run_id": run.run_id,
-                    "stage": WORKER_STAGE,
-                    "message_id": tool_call_id,
-                    "tool_name": tool_name,
-                    "tool_call_args": state.tool_args.get(tool_call_id, ""),
-                },
-                visibility=Visibility.CONTEXT,
-            )
-        services.message_append(
-            thread=thread,
-            run=run,
-            role=Message.Role.ASSISTANT,
-            message_id=message_id,
-            content=answer,
-            metadata={
-                "run_id": run.run_id,
-                "stage": WORKER_STAGE,
-                "latency_ms": latency_ms,
-                "message_id": message_id,
-            },
-        )
-        completed = Run.objects.filter(pk=run.pk, status=Run.Status.RUNNING).update(
-            status=Run.Status.COMPLETED, finished_at=timezone.now()
-        )
-        if not completed:
-            raise RunNoLongerRunning(run.pk)  # cancelled meanwhile: keep nothing
-        # Sent once the answer is committed: a client that sees it finds the message stored.
-        emitter.emit(
-            TextMessageEndEvent(
-                message_id=message_id,
-                role="assistant",
-                stage=WORKER_STAGE,
-                status="success",
-                answer=answer,
-                key_points=[],
-                result_type="unknown",
-                suggested_actions=[],
-                error=None,
-                ui_schema=None,
-                **ids,
-            )
-        )
-        emitter.emit(StepFinishedEvent(step_name=WORKER_STAGE, **ids))
-        emitter.flush()
+def _store_usage(run: Run, usage_log: UsageLog) -> None:
+    """Record the model calls a stage made since the last time (a failed or cancelled run is
+    billed for the calls it made too)."""
+    for call in usage_log.drain():
+        logger.debug("run %s %s call to %s: %s", run.pk, usage_log.stage, call.model_id, call)
 
 
 def error_code(exc: BaseException) -> str:

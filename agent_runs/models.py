@@ -197,6 +197,30 @@ class CalendarEvent(models.Model):
         return f"{self.title} @ {self.starts_at:%Y-%m-%d %H:%M} UTC"
 
 
+class UserMemory(models.Model):
+    """One thing the memory stage keeps about a user (a fact or a preference), read by the
+    router and the worker on the user's later runs, in any thread."""
+
+    class Kind(models.TextChoices):
+        FACT = "fact"
+        PREFERENCE = "preference"
+
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="agent_memories"
+    )
+    kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.FACT)
+    content = models.CharField(max_length=500)
+    source_run = models.ForeignKey(Run, on_delete=models.SET_NULL, null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["owner", "-created_at"], name="memory_owner_recent")]
+        verbose_name_plural = "user memories"
+
+    def __str__(self) -> str:
+        return f"{self.kind}: {self.content[:60]}"
+
+
 class AutomationJob(models.Model):
     """The runtime configuration of ``automation`` runs that name it (spec/run-agent-input.md,
     runtime_mode): ``config`` holds ``enabled_tools`` and ``context`` (for all stages, or per

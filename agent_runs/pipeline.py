@@ -1,17 +1,48 @@
-"""The agent run on AgentScope: one worker agent answering the run's user message."""
+"""The stages of a run on AgentScope (DESIGN.md, the run lifecycle): the router decides how
+the turn is handled and with which tools, the worker answers with a structured output
+(``AgentOutput``), and the memory stage keeps what the user's later runs should know."""
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+import logging
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Sequence
 from typing import Any, TypeVar
 
-from agentscope.agent import Agent, InjectionConfig
-from agentscope.message import AssistantMsg, UserMsg
+from agentscope.agent import Agent, InjectionConfig, ReActConfig
+from agentscope.exception import StructuredOutputError
+from agentscope.message import AssistantMsg, Msg, SystemMsg, UserMsg
 from agentscope.model import ChatModelBase
 from agentscope.permission import PermissionBehavior, PermissionDecision
 from agentscope.tool import FunctionTool, Toolkit
+from pydantic import ValidationError
 
+from agent_runs.schemas import AgentOutput, RouteDecision
+
+logger = logging.getLogger(__name__)
+
+ROUTER_STAGE = "router"
 WORKER_STAGE = "worker"
-WORKER_SYSTEM_PROMPT = "You are a helpful assistant. Answer the user's message clearly."
+MEMORY_STAGE = "memory"
+# AgentScope's tool for a reply's structured output: internal, never a backend tool event.
+STRUCTURED_OUTPUT_TOOL = "GenerateStructuredOutput"
+
+WORKER_SYSTEM_PROMPT = (
+    "You are a helpful assistant. Use the tools you have when the request needs them, then "
+    "finish by giving your reply as the structured output: the answer for the user, the key "
+    "points it rests on, its result type and status, and next steps the user may want."
+)
+ROUTER_SYSTEM_PROMPT = (
+    "You are the router of an assistant. Read the conversation and the user's latest "
+    "message, and decide how the assistant should handle it: answer directly, use tools, "
+    "or ask the user one clarifying question when the request is ambiguous. When tools are "
+    "needed, name only the ones it needs."
+)
+MEMORY_SYSTEM_PROMPT = (
+    "You keep the long-term memory of an assistant about its user. From the turn below, "
+    "remember durable facts and preferences the user stated about themselves (not the "
+    "topic of the conversation), and forget remembered items the turn shows are no longer "
+    "true. Remember nothing already known. When there is nothing to change, reply 'nothing'."
+)
+_ROUTES_WITHOUT_TOOLS = {"answer", "clarify"}
 
 T = TypeVar("T")
 # Backend tools run without asking: without a permission AgentScope stops the reply to ask
@@ -19,32 +50,117 @@ T = TypeVar("T")
 _ALLOWED = PermissionDecision(behavior=PermissionBehavior.ALLOW, message="backend tool")
 
 
-def worker_reply(
-    *,
-    user_text: str,
-    model: ChatModelBase,
-    history: Sequence[tuple[str, str]] = (),
-    tools: Sequence[Callable[..., Any]] = (),
-    context: str = "",
-) -> AsyncIterator[Any]:
-    """AgentScope's events for the worker's reply to ``user_text`` after the thread's
-    ``history`` of (role, content), then its final ``Msg``."""
-    agent = Agent(
-        name=WORKER_STAGE,
-        system_prompt=f"{WORKER_SYSTEM_PROMPT}\n\n{context}" if context else WORKER_SYSTEM_PROMPT,
-        model=model,
-        toolkit=Toolkit(tools=[FunctionTool(tool, permission=_ALLOWED) for tool in tools]),
-        # Without this AgentScope appends a runtime-state hint block to every prompt.
-        injection_config=InjectionConfig(inject_runtime_state=False),
-    )
-    messages = [
+def conversation(
+    history: Sequence[tuple[str, str]], user_text: str, *, speaker: str = WORKER_STAGE
+) -> list[Msg]:
+    """The thread's earlier (role, content) messages and the user's new one, as AgentScope
+    messages."""
+    messages: list[Msg] = [
         UserMsg(name="user", content=content)
         if role == "user"
-        else AssistantMsg(name=WORKER_STAGE, content=content)
+        else AssistantMsg(name=speaker, content=content)
         for role, content in history
     ]
     messages.append(UserMsg(name="user", content=user_text))
-    return agent.reply_stream(messages, yield_final_msg=True)
+    return messages
+
+
+def instructions(base: str, *, context: str = "", memory_notes: str = "") -> str:
+    """A stage's system prompt: its own, the runtime config's context, and what is known
+    about the user."""
+    parts = [base]
+    if context:
+        parts.append(context)
+    if memory_notes:
+        parts.append(f"What you know about the user (from earlier conversations):\n{memory_notes}")
+    return "\n\n".join(parts)
+
+
+async def router_decide(
+    *,
+    model: ChatModelBase,
+    messages: list[Msg],
+    tools: Sequence[Callable[..., Any]],
+    system_prompt: str,
+) -> RouteDecision:
+    """The route for this turn and the tools the worker gets (a subset of ``tools``). A model
+    that gives no usable decision means: use every enabled tool."""
+    names = [tool.__name__ for tool in tools]
+    menu = "\n".join(f"- {tool.__name__}: {_summary(tool)}" for tool in tools) or "(none)"
+    prompt = f"{system_prompt}\n\nTools the assistant can use:\n{menu}"
+    try:
+        response = await model.generate_structured_output(
+            [SystemMsg(name="system", content=prompt), *messages],
+            structured_model=RouteDecision,
+        )
+        decision = RouteDecision.model_validate(response.content)
+    except (StructuredOutputError, ValidationError) as exc:
+        logger.warning("router gave no usable decision (%s): using every enabled tool", exc)
+        return RouteDecision(route="use_tools", tools=names)
+    if decision.route in _ROUTES_WITHOUT_TOOLS:
+        return decision.model_copy(update={"tools": []})
+    chosen = [name for name in names if name in decision.tools]
+    return decision.model_copy(update={"tools": chosen or names})
+
+
+def worker_reply(
+    *,
+    model: ChatModelBase,
+    messages: list[Msg],
+    tools: Sequence[Callable[..., Any]],
+    system_prompt: str,
+    max_iters: int,
+) -> AsyncIterator[Any]:
+    """AgentScope's events for the worker's reply, then its final ``Msg``, whose
+    ``structured_output`` is an ``AgentOutput`` when the model gave one."""
+    agent = _agent(WORKER_STAGE, model, tools, system_prompt, max_iters)
+    return agent.reply_stream(messages, yield_final_msg=True, structured_schema=AgentOutput)
+
+
+def memory_reply(
+    *,
+    model: ChatModelBase,
+    turn: str,
+    tools: Sequence[Callable[..., Any]],
+    system_prompt: str,
+    max_iters: int,
+) -> AsyncIterator[Any]:
+    """AgentScope's events for the memory stage's reply to one finished turn."""
+    agent = _agent(MEMORY_STAGE, model, tools, system_prompt, max_iters)
+    return agent.reply_stream([UserMsg(name="user", content=turn)], yield_final_msg=True)
+
+
+def _agent(
+    name: str,
+    model: ChatModelBase,
+    tools: Sequence[Callable[..., Any]],
+    system_prompt: str,
+    max_iters: int,
+) -> Agent:
+    return Agent(
+        name=name,
+        system_prompt=system_prompt,
+        model=model,
+        toolkit=Toolkit(tools=[FunctionTool(tool, permission=_ALLOWED) for tool in tools]),
+        react_config=ReActConfig(max_iters=max_iters, structured_output_grace_iters=1),
+        # Without this AgentScope appends a runtime-state hint block to every prompt.
+        injection_config=InjectionConfig(inject_runtime_state=False),
+    )
+
+
+def _summary(tool: Callable[..., Any]) -> str:
+    return (tool.__doc__ or "").strip().split("\n", 1)[0]
+
+
+def run_coroutine(coroutine: Coroutine[Any, Any, T]) -> T:
+    """Run one coroutine to its end from synchronous code, on a loop of its own."""
+    loop = asyncio.new_event_loop()
+    try:
+        return loop.run_until_complete(coroutine)
+    finally:
+        # A model stream left half-read (the structured output ends at its last chunk).
+        loop.run_until_complete(loop.shutdown_asyncgens())
+        loop.close()
 
 
 def iterate_async(

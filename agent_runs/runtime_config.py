@@ -88,6 +88,15 @@ def stage_config(*, run: Run, stage: str) -> StageConfig:
     return system_agents().agents.get(stage, StageConfig())
 
 
+def stage_enabled(*, run: Run, stage: str) -> bool:
+    """Whether an optional stage (``memory``) runs: it is configured for the run's agent
+    (``agents.<stage>`` in system_agents.yaml, or ``<stage>`` in the automation job's
+    config)."""
+    if run.runtime_mode == Run.RuntimeMode.AUTOMATION:
+        return stage in automation_job_for(run_input=run.input).config
+    return stage in system_agents().agents
+
+
 def automation_job_for(*, run_input: dict[str, Any]) -> AutomationJob:
     names = [
         item.get("value")

@@ -10,7 +10,7 @@ from django.http import Http404
 
 from agent_runs.codec import TERMINAL_TYPES
 from agent_runs.errors import RunIdAmbiguous
-from agent_runs.models import Message, Run, RunEvent, Thread, Visibility
+from agent_runs.models import Message, Run, RunEvent, Thread, UserMemory, Visibility
 
 
 def thread_get_for_user(*, user: AbstractBaseUser, thread_id: uuid.UUID) -> Thread:
@@ -108,3 +108,14 @@ def context_messages(
 
 
 _CONTEXT_MESSAGES_MAX = 200
+
+
+def user_memory_notes(*, user_id: int, limit: int) -> str:
+    """What the memory stage kept about the user, newest first, as prompt lines
+    (``[id] kind: content``); empty when nothing is kept."""
+    rows = (
+        UserMemory.objects.filter(owner_id=user_id)
+        .order_by("-created_at", "-pk")
+        .values_list("pk", "kind", "content")[:limit]
+    )
+    return "\n".join(f"[{pk}] {kind}: {content}" for pk, kind, content in rows)

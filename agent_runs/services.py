@@ -25,7 +25,7 @@ from rq.job import Job, JobStatus
 from agent_runs import selectors
 from agent_runs.errors import RunIdConflict, RunInputInvalid
 from agent_runs.event_log import RunEventEmitter
-from agent_runs.models import ApiToken, Message, Run, Thread, Visibility
+from agent_runs.models import ApiToken, Message, Run, Thread, UserMemory, Visibility
 from agent_runs.runtime_config import automation_job_for
 from agent_runs.schemas import RunAgentInput, TaskAcceptedResponse, snapshot_sha256, user_text
 
@@ -261,3 +261,28 @@ def api_token_create(*, username: str) -> str:
     raw_key = secrets.token_urlsafe(32)
     ApiToken.objects.create(user=user, key_hash=ApiToken.hash_key(raw_key), prefix=raw_key[:8])
     return raw_key
+
+
+def user_memory_add(*, user_id: int, content: str, kind: str, run_pk: int | None) -> UserMemory:
+    """Keep one fact or preference about the user (the memory stage's write). The same text
+    is kept once, and only the newest ``AGENT_MEMORY_MAX_ITEMS`` are kept."""
+    content = " ".join(content.split())[:500]
+    if not content:
+        raise ValueError("content is empty")
+    if kind not in UserMemory.Kind.values:
+        raise ValueError(f"kind must be one of {UserMemory.Kind.values}")
+    with transaction.atomic():
+        memory, _ = UserMemory.objects.update_or_create(
+            owner_id=user_id, content=content, defaults={"kind": kind, "source_run_id": run_pk}
+        )
+        stale = UserMemory.objects.filter(owner_id=user_id).order_by("-created_at", "-pk")[
+            settings.AGENT_MEMORY_MAX_ITEMS :
+        ]
+        UserMemory.objects.filter(pk__in=list(stale.values_list("pk", flat=True))).delete()
+    return memory
+
+
+def user_memory_forget(*, user_id: int, memory_id: int) -> bool:
+    """Forget one of the user's memories; False when the user has no such memory."""
+    deleted, _ = UserMemory.objects.filter(pk=memory_id, owner_id=user_id).delete()
+    return deleted > 0

@@ -14,9 +14,10 @@ from django.db import connections
 from rq import Worker
 
 import agent_runs.jobs  # noqa: F401 - preloaded on purpose, see the module docstring
-from agent_runs.demo_model import DemoChatModel
+from agent_runs.demo_model import DEMO_MODEL_ID
 from agent_runs.execution import runs_recover
-from agent_runs.pipeline import iterate_async, worker_reply
+from agent_runs.llm import chat_model_for
+from agent_runs.pipeline import WORKER_SYSTEM_PROMPT, conversation, iterate_async, worker_reply
 
 logger = logging.getLogger(__name__)
 
@@ -31,7 +32,16 @@ class RunWorker(Worker):
         super().__init__(*args, **kwargs)
 
     def work(self, *args: Any, **kwargs: Any) -> bool:
-        for _item in iterate_async(worker_reply(user_text="warm-up", model=DemoChatModel())):
+        # A demo reply loads and exercises the code every run uses, before anything forks.
+        model = chat_model_for(DEMO_MODEL_ID)
+        reply = worker_reply(
+            model=model,
+            messages=conversation((), "warm-up"),
+            tools=(),
+            system_prompt=WORKER_SYSTEM_PROMPT,
+            max_iters=1,
+        )
+        for _item in iterate_async(reply):
             pass
         # Closes the warm-up's database connections too, before anything forks.
         self._recover()

@@ -122,6 +122,13 @@ RQ = {"WORKER_CLASS": "agent_runs.worker.RunWorker"}
 
 # Models (DESIGN.md, "Model configuration"): "demo" runs offline with no key.
 AGENT_WORKER_MODEL = env_str("AGENT_WORKER_MODEL", "demo")
+# The router (and the memory stage) make small calls: a cheaper model may serve them.
+AGENT_ROUTER_MODEL = env_str("AGENT_ROUTER_MODEL", AGENT_WORKER_MODEL)
+AGENT_MEMORY_MODEL = env_str("AGENT_MEMORY_MODEL", AGENT_ROUTER_MODEL)
+# Reason/act rounds of the worker (and of the memory stage) in one run.
+AGENT_WORKER_MAX_ITERS = env_int("AGENT_WORKER_MAX_ITERS", 6, minimum=1)
+# What the memory stage keeps per user (the newest win).
+AGENT_MEMORY_MAX_ITEMS = env_int("AGENT_MEMORY_MAX_ITEMS", 50, minimum=1)
 # Tools and context per stage for chat runs (agent_runs/runtime_config.py).
 AGENT_SYSTEM_AGENTS_FILE = env_str(
     "AGENT_SYSTEM_AGENTS_FILE", str(BASE_DIR / "agent_runs" / "system_agents.yaml")
@@ -142,6 +149,15 @@ DASHSCOPE_BASE_URL = env_str("DASHSCOPE_BASE_URL", "")  # empty: DashScope's com
 AGENT_EVENTS_STREAM_MAXLEN = env_int("AGENT_EVENTS_STREAM_MAXLEN", 10_000, minimum=100)
 AGENT_SSE_KEEPALIVE_SECONDS = env_float("AGENT_SSE_KEEPALIVE_SECONDS", 15.0, minimum=0.05)
 AGENT_STREAM_TOKEN_TTL_SECONDS = env_int("AGENT_STREAM_TOKEN_TTL_SECONDS", 300, minimum=10)
+
+# --- billing (billing/) ---------------------------------------------------------------------
+# The currency of a provider's own cost for a model with no catalog entry to name one.
+BILLING_DEFAULT_CURRENCY = env_str("BILLING_DEFAULT_CURRENCY", "USD")
+# The providers whose models `update_pricing_catalog` takes from LiteLLM's catalog.
+BILLING_CATALOG_PROVIDERS = env_list("BILLING_CATALOG_PROVIDERS", ["deepseek", "dashscope", "openai"])
+# The period the admin's costs page shows when none is chosen, in days.
+BILLING_COSTS_DEFAULT_DAYS = env_int("BILLING_COSTS_DEFAULT_DAYS", 30, minimum=1)
+# --- end billing ----------------------------------------------------------------------------
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [

@@ -22,7 +22,14 @@ class FakeOpenAI:
             "completion_tokens": 5,
             "total_tokens": 16,
         }
+        # The worker's structured output (AgentScope's GenerateStructuredOutput tool), given
+        # when the request offers that tool: the answer above, joined, plus these fields.
+        # None: answer in plain text instead, as a model that ignores the tool would.
+        self.output: dict[str, Any] | None = {"result_type": "unknown", "status": "success"}
+        # The router's decision, for requests offering generate_structured_output.
+        self.route: dict[str, Any] = {"route": "use_tools", "tools": []}
         self.requests: list[dict[str, Any]] = []
+        self.worker_turns = 0
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -39,9 +46,21 @@ class FakeOpenAI:
                 self.send_response(200)
                 self.send_header("Content-Type", "text/event-stream")
                 self.end_headers()
-                turn = len(fake.requests) - 1
+                offered = {tool["function"]["name"] for tool in body.get("tools", [])}
+                if "generate_structured_output" in offered:
+                    route = json.dumps(fake.route)
+                    self._tool_calls([("call_route", "generate_structured_output", route)])
+                    return
+                turn = fake.worker_turns
+                fake.worker_turns += 1
                 if turn < len(fake.tool_call_turns):
                     self._tool_calls(fake.tool_call_turns[turn])
+                    return
+                if fake.output is not None and "GenerateStructuredOutput" in offered:
+                    for thought in fake.reasoning:
+                        self._chunk({"role": "assistant", "reasoning_content": thought}, None)
+                    output = json.dumps({"answer": "".join(fake.answer), **fake.output})
+                    self._tool_calls([("call_out", "GenerateStructuredOutput", output)])
                     return
                 for thought in fake.reasoning:
                     self._chunk({"role": "assistant", "reasoning_content": thought}, None)
@@ -56,8 +75,9 @@ class FakeOpenAI:
                     start = {"index": index, "id": call_id, "type": "function"}
                     start["function"] = {"name": name, "arguments": ""}
                     self._chunk({"role": "assistant", "tool_calls": [start]}, None)
-                    half = len(arguments) // 2  # arguments arrive in pieces, as they do
-                    for piece in (arguments[:half], arguments[half:]):
+                    # Arguments arrive in pieces, as they do from a provider.
+                    pieces = [arguments[i : i + 16] for i in range(0, len(arguments), 16)]
+                    for piece in pieces or [""]:
                         call = {"index": index, "function": {"arguments": piece}}
                         self._chunk({"tool_calls": [call]}, None)
                 self._chunk({}, "tool_calls")
@@ -98,3 +118,24 @@ class FakeOpenAI:
 
 def _envelope() -> dict[str, Any]:
     return {"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": "m"}
+
+
+def said(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A request's messages without the reminders AgentScope adds for the model."""
+    return [
+        message
+        for message in messages
+        if not (
+            isinstance(message.get("content"), list)
+            and all(
+                str(part.get("text", "")).startswith("<system-reminder>")
+                for part in message["content"]
+            )
+        )
+    ]
+
+
+def backend_tool_names(request: dict[str, Any]) -> list[str]:
+    """The tools a request offered, without AgentScope's structured-output tool."""
+    names = (tool["function"]["name"] for tool in request["body"].get("tools", []))
+    return sorted(name for name in names if name != "GenerateStructuredOutput")

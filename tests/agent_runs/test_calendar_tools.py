@@ -13,6 +13,7 @@ from agent_runs.calendar_tools import (
 from agent_runs.models import CalendarEvent, Message, Run, UserProfile, Visibility
 from tests.agent_runs.sse import read_sse
 from tests.conftest import post_run, run_input, work_burst
+from tests.fake_llm import said
 
 CLIENT_TIME = {
     "device_timezone": "America/Los_Angeles",
@@ -161,7 +162,7 @@ def test_a_failing_tool_reports_failure_and_the_agent_recovers(
     assert result["status"] == "failure"
     assert "no event 999" in result["error"]
     # The model saw the failure and answered anyway.
-    tool_message = fake_openai.requests[1]["body"]["messages"][-1]
+    tool_message = said(fake_openai.requests[1]["body"]["messages"])[-1]
     assert tool_message["role"] == "tool" and "no event 999" in str(tool_message["content"])
     assert stream.types[-1] == "RUN_FINISHED"
 

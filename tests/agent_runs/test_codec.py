@@ -22,7 +22,14 @@ from agentscope.event import (
     ToolResultTextDeltaEvent,
 )
 
-from agent_runs.agui_mapping import RunMappingState, map_agentscope_event
+from agent_runs.agui_mapping import (
+    ANSWER_KEY,
+    STRUCTURED_OUTPUT_TOOL,
+    RunMappingState,
+    answer_text_events,
+    map_agentscope_event,
+    partial_json_string_value,
+)
 from agent_runs.codec import EventOrderError, EventSequence, encode_event, sse_frame
 
 IDS = {"threadId": "t-1", "runId": "r-1"}
@@ -124,22 +131,58 @@ def mapped(events, state):
     return out
 
 
-def test_text_deltas_become_one_text_message_with_its_content():
-    state = RunMappingState(thread_id="t-1", run_id="r-1", stage="worker", message_id="m")
-    payloads = mapped(
-        [
-            TextBlockDeltaEvent(reply_id="x", block_id="b", delta="Hel"),
-            TextBlockDeltaEvent(reply_id="x", block_id="b", delta="lo"),
-        ],
-        state,
-    )
-    assert [p["type"] for p in payloads] == [
-        "TEXT_MESSAGE_START",
-        "TEXT_MESSAGE_CONTENT",
-        "TEXT_MESSAGE_CONTENT",
+def structured_output_events(call_id, pieces):
+    return [
+        ToolCallStartEvent(
+            reply_id="x", tool_call_id=call_id, tool_call_name=STRUCTURED_OUTPUT_TOOL
+        ),
+        *(ToolCallDeltaEvent(reply_id="x", tool_call_id=call_id, delta=p) for p in pieces),
+        ToolCallEndEvent(reply_id="x", tool_call_id=call_id),
+        ToolResultEndEvent(reply_id="x", tool_call_id=call_id, state="success"),
     ]
-    assert state.text == "Hello"
+
+
+def test_the_structured_answer_streams_as_one_text_message_and_its_tool_stays_internal():
+    state = RunMappingState(thread_id="t-1", run_id="r-1", stage="worker", message_id="m")
+    pieces = ['{"answer": "Hel', 'lo \\"you\\"', " \\u00e9\\u", '00e9", "status": "success"}']
+    payloads = mapped(structured_output_events("c9", pieces), state)
+
+    assert [p["type"] for p in payloads] == ["TEXT_MESSAGE_START"] + ["TEXT_MESSAGE_CONTENT"] * 4
+    assert "".join(p["delta"] for p in payloads[1:]) == 'Hello "you" éé'
+    assert state.text == 'Hello "you" éé'
     assert payloads[0]["messageId"] == "m" and payloads[0]["role"] == "assistant"
+    assert state.tool_names == {}  # never a backend tool event or a stored tool message
+
+
+def test_text_the_model_writes_beside_its_structured_output_is_not_sent():
+    state = RunMappingState(thread_id="t-1", run_id="r-1", stage="worker", message_id="m")
+    narration = [TextBlockDeltaEvent(reply_id="x", block_id="b", delta="Let me look.")]
+    assert mapped(narration, state) == []
+    assert state.narration == "Let me look."
+    # Once the answer is known, what was not streamed of it is sent.
+    payloads = mapped_answer("All done.", state)
+    assert [p["type"] for p in payloads] == ["TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT"]
+    assert payloads[1]["delta"] == "All done." and state.text == "All done."
+
+
+@pytest.mark.parametrize(
+    "raw, expected",
+    [
+        ('{"answer": "ab', "ab"),
+        ('{"answer": "a\\', "a"),  # an escape not complete yet
+        ('{"answer": "a\\u00', "a"),
+        ('{"answer": "\\ud83d', ""),  # half of a surrogate pair
+        ('{"answer": "\\ud83d\\ude00!", "x": 1}', "\U0001f600!"),
+        ('{"key_points": [], "answer":"done"}', "done"),
+        ('{"status": "success"', ""),
+    ],
+)
+def test_a_partial_answer_is_decoded_as_far_as_it_is_complete(raw, expected):
+    assert partial_json_string_value(raw, ANSWER_KEY) == expected
+
+
+def mapped_answer(answer, state):
+    return [encode_event(event) for event in answer_text_events(answer, state)]
 
 
 def test_a_tool_call_maps_to_start_args_end_and_result_with_the_spec_fields():
@@ -176,7 +219,6 @@ def test_a_tool_call_maps_to_start_args_end_and_result_with_the_spec_fields():
 def test_mapping_state_belongs_to_one_run():
     first = RunMappingState(thread_id="t", run_id="r1", stage="worker", message_id="m1")
     second = RunMappingState(thread_id="t", run_id="r2", stage="worker", message_id="m2")
-    delta = TextBlockDeltaEvent(reply_id="x", block_id="b", delta="a")
-    assert mapped([delta], first)[0]["type"] == "TEXT_MESSAGE_START"
-    assert mapped([delta], second)[0]["type"] == "TEXT_MESSAGE_START"
-    assert mapped([delta], first)[0]["type"] == "TEXT_MESSAGE_CONTENT"
+    assert mapped(structured_output_events("c1", ['{"answer": "a']), first)[0]["runId"] == "r1"
+    assert mapped(structured_output_events("c1", ['{"answer": "b']), second)[0]["runId"] == "r2"
+    assert (first.text, second.text) == ("a", "b")

@@ -16,10 +16,14 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.integration]
 
 EXPECTED_TYPES = [
     "RUN_STARTED",
-    "STEP_STARTED",
+    "STEP_STARTED",  # router
+    "STEP_FINISHED",
+    "STEP_STARTED",  # worker
     "TEXT_MESSAGE_START",
     "TEXT_MESSAGE_CONTENT",
     "TEXT_MESSAGE_END",
+    "STEP_FINISHED",
+    "STEP_STARTED",  # memory
     "STEP_FINISHED",
     "RUN_FINISHED",
 ]
@@ -60,7 +64,8 @@ def test_a_run_streams_its_full_event_sequence_in_order(
         assert data["threadId"] == body["threadId"] and data["runId"] == body["runId"]
         assert not INTERNAL_FIELDS & set(data)
     by_type = {frame["event"]: frame["data"] for frame in stream.events}
-    assert by_type["STEP_STARTED"]["stepName"] == "worker"
+    steps = [frame["data"]["stepName"] for frame in stream.events if "stepName" in frame["data"]]
+    assert steps == ["router", "router", "worker", "worker", "memory", "memory"]
     end = by_type["TEXT_MESSAGE_END"]
     answer = Message.objects.get(role="assistant").content
     deltas = "".join(

@@ -7,10 +7,11 @@ from django.core.exceptions import ImproperlyConfigured
 from agent_runs.models import AutomationJob, Run, Thread
 from agent_runs.runtime_config import system_agents
 from tests.conftest import post_run, run_input, work_burst
+from tests.fake_llm import backend_tool_names
 
 
 def tool_names(request):
-    return sorted(tool["function"]["name"] for tool in request["body"].get("tools", []))
+    return backend_tool_names(request)
 
 
 @pytest.mark.django_db(transaction=True)

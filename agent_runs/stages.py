@@ -1,0 +1,281 @@
+"""The three stages of a run on the worker: each emits its STEP_STARTED/STEP_FINISHED and its
+events, and stores what it produced (spec/sse-events-and-usage.md, sections 3 and 8).
+
+Only the worker imports this module (it imports AgentScope through the pipeline).
+"""
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ag_ui.core import StepFinishedEvent, StepStartedEvent, TextMessageEndEvent
+from agentscope.message import Msg
+from django.conf import settings
+from django.db import transaction
+from pydantic import ValidationError
+from rq.timeouts import JobTimeoutException
+
+from agent_runs import selectors, services
+from agent_runs.agui_mapping import RunMappingState, answer_text_events, map_agentscope_event
+from agent_runs.calendar_tools import ToolContext
+from agent_runs.event_log import RunEventEmitter
+from agent_runs.llm import UsageLog, chat_model_for
+from agent_runs.memory_tools import memory_tools
+from agent_runs.models import Message, Run, Thread, Visibility
+from agent_runs.pipeline import (
+    MEMORY_STAGE,
+    MEMORY_SYSTEM_PROMPT,
+    ROUTER_STAGE,
+    ROUTER_SYSTEM_PROMPT,
+    WORKER_STAGE,
+    WORKER_SYSTEM_PROMPT,
+    conversation,
+    instructions,
+    iterate_async,
+    memory_reply,
+    router_decide,
+    run_coroutine,
+    worker_reply,
+)
+from agent_runs.runtime_config import stage_config, stage_enabled, tools_for
+from agent_runs.schemas import AgentOutput, RouteDecision
+
+logger = logging.getLogger(__name__)
+
+_ROUTE_HINTS = {
+    "answer": "Answer directly; no tools are needed for this message.",
+    "clarify": "The request is ambiguous: ask the user one short clarifying question "
+    "(result_type clarification).",
+    "use_tools": "",
+}
+_MEMORY_MAX_ITERS = 3
+
+
+class RunNoLongerRunning(Exception):
+    """The run was cancelled while its job worked on it."""
+
+
+@dataclass
+class RunTurn:
+    """What the stages of one run share."""
+
+    run: Run
+    emitter: RunEventEmitter
+    user_message: Message
+    memory_notes: str
+    store_usage: Callable[[UsageLog], None]
+
+    @property
+    def ids(self) -> dict[str, str]:
+        return {"threadId": str(self.run.thread_id), "runId": self.run.run_id}
+
+    @property
+    def tool_context(self) -> ToolContext:
+        return ToolContext(
+            user_id=self.run.thread.owner_id, run_pk=self.run.pk, client_time=self.run.client_time
+        )
+
+    def context(self, consumer: Visibility) -> list[tuple[str, str]]:
+        return selectors.context_messages(
+            thread_id=self.run.thread_id,
+            before_seq=self.user_message.seq,
+            consumer=consumer,
+            token_budget=settings.AGENT_CONTEXT_TOKEN_BUDGET,
+        )
+
+    def drive(self, reply: Any, state: RunMappingState, usage_log: UsageLog) -> Msg | None:
+        """Send a stage's AgentScope events as AG-UI events; its final message. Pending
+        events and usage are written whenever the model pauses."""
+
+        def on_idle() -> None:
+            self.emitter.flush()
+            self.store_usage(usage_log)
+
+        final = None
+        for item in iterate_async(reply, on_idle=on_idle):
+            if isinstance(item, Msg):
+                final = item
+                continue
+            for event in map_agentscope_event(item, state):
+                self.emitter.emit(event)
+        return final
+
+
+def router_stage(turn: RunTurn) -> RouteDecision:
+    """Decide the route and the worker's tools (a small model call, no events of its own
+    beyond the step)."""
+    turn.emitter.emit(StepStartedEvent(step_name=ROUTER_STAGE, **turn.ids))
+    usage_log = UsageLog(stage=ROUTER_STAGE)
+    enabled = tools_for(
+        config=stage_config(run=turn.run, stage=WORKER_STAGE), context=turn.tool_context
+    )
+    config = stage_config(run=turn.run, stage=ROUTER_STAGE)
+    try:
+        decision = run_coroutine(
+            router_decide(
+                model=chat_model_for(settings.AGENT_ROUTER_MODEL, usage_log=usage_log),
+                messages=conversation(
+                    turn.context(Visibility.ROUTER), turn.user_message.content, speaker="worker"
+                ),
+                tools=enabled,
+                system_prompt=instructions(
+                    ROUTER_SYSTEM_PROMPT, context=config.context, memory_notes=turn.memory_notes
+                ),
+            )
+        )
+    finally:
+        turn.store_usage(usage_log)
+    turn.emitter.emit(StepFinishedEvent(step_name=ROUTER_STAGE, **turn.ids))
+    return decision
+
+
+def worker_stage(turn: RunTurn, decision: RouteDecision) -> AgentOutput:
+    """Answer with the routed tools; store the tool results and the answer; send the answer
+    as a text message whose end carries the structured output."""
+    run = turn.run
+    turn.emitter.emit(StepStartedEvent(step_name=WORKER_STAGE, **turn.ids))
+    started = time.monotonic()
+    message_id = f"{WORKER_STAGE}-{run.run_id}"
+    state = RunMappingState(
+        thread_id=str(run.thread_id), run_id=run.run_id, stage=WORKER_STAGE, message_id=message_id
+    )
+    config = stage_config(run=run, stage=WORKER_STAGE)
+    tools = [
+        tool
+        for tool in tools_for(config=config, context=turn.tool_context)
+        if tool.__name__ in decision.tools
+    ]
+    usage_log = UsageLog(stage=WORKER_STAGE)
+    context = "\n\n".join(part for part in (config.context, _ROUTE_HINTS[decision.route]) if part)
+    reply = worker_reply(
+        model=chat_model_for(settings.AGENT_WORKER_MODEL, usage_log=usage_log),
+        messages=conversation(turn.context(Visibility.WORKER), turn.user_message.content),
+        tools=tools,
+        system_prompt=instructions(
+            WORKER_SYSTEM_PROMPT, context=context, memory_notes=turn.memory_notes
+        ),
+        max_iters=settings.AGENT_WORKER_MAX_ITERS,
+    )
+    try:
+        final = turn.drive(reply, state, usage_log)
+    finally:
+        turn.store_usage(usage_log)
+    if final is None:
+        raise RuntimeError("the agent ended its reply without a final message")
+    output = agent_output(final, state)
+    for event in answer_text_events(output.answer, state):
+        turn.emitter.emit(event)
+    latency_ms = round((time.monotonic() - started) * 1000)
+    with transaction.atomic():
+        if not Run.objects.select_for_update().filter(pk=run.pk, status=Run.Status.RUNNING):
+            raise RunNoLongerRunning(run.pk)  # cancelled meanwhile: keep nothing
+        thread = Thread.objects.select_for_update().get(pk=run.thread_id)
+        _store_tool_messages(thread=thread, run=run, state=state)
+        services.message_append(
+            thread=thread,
+            run=run,
+            role=Message.Role.ASSISTANT,
+            message_id=message_id,
+            content=output.answer,
+            metadata={
+                "run_id": run.run_id,
+                "stage": WORKER_STAGE,
+                "latency_ms": latency_ms,
+                "message_id": message_id,
+                "route": decision.route,
+                "agent_output": output.model_dump(mode="json"),
+            },
+        )
+    # Sent once the answer is committed: a client that sees it finds the message stored.
+    turn.emitter.emit(
+        TextMessageEndEvent(
+            message_id=message_id,
+            role="assistant",
+            stage=WORKER_STAGE,
+            status=output.status,
+            answer=output.answer,
+            key_points=output.key_points,
+            result_type=output.result_type,
+            suggested_actions=[action.model_dump() for action in output.suggested_actions],
+            error=None,
+            ui_schema=None,
+            **turn.ids,
+        )
+    )
+    turn.emitter.emit(StepFinishedEvent(step_name=WORKER_STAGE, **turn.ids))
+    turn.emitter.flush()
+    return output
+
+
+def memory_stage(turn: RunTurn, output: AgentOutput) -> None:
+    """Where the run's agent has it, keep what later runs should know about the user. Best
+    effort: the answer is delivered already, so a failure here is logged, not the run's."""
+    if not stage_enabled(run=turn.run, stage=MEMORY_STAGE):
+        return
+    run = turn.run
+    turn.emitter.emit(StepStartedEvent(step_name=MEMORY_STAGE, **turn.ids))
+    state = RunMappingState(
+        thread_id=str(run.thread_id),
+        run_id=run.run_id,
+        stage=MEMORY_STAGE,
+        message_id=f"{MEMORY_STAGE}-{run.run_id}",
+    )
+    usage_log = UsageLog(stage=MEMORY_STAGE)
+    config = stage_config(run=run, stage=MEMORY_STAGE)
+    reply = memory_reply(
+        model=chat_model_for(settings.AGENT_MEMORY_MODEL, usage_log=usage_log),
+        turn=f"User: {turn.user_message.content}\n\nAssistant: {output.answer}",
+        tools=memory_tools(turn.tool_context),
+        system_prompt=instructions(
+            MEMORY_SYSTEM_PROMPT, context=config.context, memory_notes=turn.memory_notes
+        ),
+        max_iters=_MEMORY_MAX_ITERS,
+    )
+    try:
+        turn.drive(reply, state, usage_log)
+    except (JobTimeoutException, RunNoLongerRunning):
+        raise
+    except Exception:
+        logger.exception("memory stage of run %s failed; the run's answer stands", run.pk)
+    finally:
+        turn.store_usage(usage_log)
+    if state.tool_names:
+        with transaction.atomic():
+            thread = Thread.objects.select_for_update().get(pk=run.thread_id)
+            _store_tool_messages(thread=thread, run=run, state=state)
+    turn.emitter.emit(StepFinishedEvent(step_name=MEMORY_STAGE, **turn.ids))
+
+
+def agent_output(final: Msg, state: RunMappingState) -> AgentOutput:
+    """The worker's structured output; a model that never gave one (it ran out of rounds)
+    leaves its plain text as a partial answer."""
+    structured = getattr(final, "structured_output", None)
+    if structured:
+        try:
+            return AgentOutput.model_validate(structured)
+        except ValidationError:
+            logger.warning("the worker's structured output does not validate: %s", structured)
+    text = state.narration.strip() or (final.get_text_content() or "").strip()
+    return AgentOutput(answer=text, status="partial_success")
+
+
+def _store_tool_messages(*, thread: Thread, run: Run, state: RunMappingState) -> None:
+    """Tool results, kept for the stages' context and never shown in the history."""
+    for tool_call_id, tool_name in state.tool_names.items():
+        services.message_append(
+            thread=thread,
+            run=run,
+            role=Message.Role.TOOL,
+            message_id=tool_call_id,
+            content=state.tool_results.get(tool_call_id, ""),
+            metadata={
+                "run_id": run.run_id,
+                "stage": state.stage,
+                "message_id": tool_call_id,
+                "tool_name": tool_name,
+                "tool_call_args": state.tool_args.get(tool_call_id, ""),
+            },
+            visibility=Visibility.CONTEXT,
+        )
