@@ -49,6 +49,9 @@ class RunMappingState:
 def map_agentscope_event(event: Any, state: RunMappingState) -> list[BaseEvent]:
     """The AG-UI events for one AgentScope event (often none)."""
     kind = getattr(event, "type", None)
+    if kind == AgentScopeEventType.MODEL_CALL_START:
+        state.narration = ""  # only the last call's text can stand in for an answer
+        return []
     if kind == AgentScopeEventType.TEXT_BLOCK_DELTA:
         state.narration += event.delta or ""
         return []
