@@ -145,7 +145,7 @@ def test_the_memory_stage_keeps_a_fact_that_the_users_later_runs_read(
 
     memory = UserMemory.objects.get()
     assert memory.content == "I work from Berlin" and memory.owner.username == "alice"
-    assert memory.source_run.run_id == first["runId"]
+    assert memory.source_run is not None and memory.source_run.run_id == first["runId"]
     tool_events = [p for p in payloads(first["runId"]) if p["type"].startswith("TOOL_CALL")]
     assert [p["type"] for p in tool_events] == [
         "TOOL_CALL_START",
