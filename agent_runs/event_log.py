@@ -11,7 +11,7 @@ from functools import cache
 from typing import Any
 
 import redis
-from ag_ui.core import BaseEvent, EventType
+from ag_ui.core import BaseEvent
 from django.conf import settings
 from django.db import connection as db_connection
 from django.db import transaction
@@ -22,8 +22,6 @@ from agent_runs.codec import TERMINAL_TYPES, EventSequence, encode_event
 from agent_runs.models import Run, RunEvent
 
 logger = logging.getLogger(__name__)
-
-_DELTA_TYPES = frozenset({EventType.TEXT_MESSAGE_CONTENT.value, EventType.TOOL_CALL_ARGS.value})
 
 
 def stream_key(thread_id: uuid.UUID | str) -> str:
@@ -40,9 +38,10 @@ class RunEventEmitter:
     """Emits one run's AG-UI events in order: checked by the codec's ordering rules, stored
     in PostgreSQL, and added to the thread's Redis stream once the rows are committed.
 
-    Deltas (``TEXT_MESSAGE_CONTENT``, ``TOOL_CALL_ARGS``) that follow each other within
-    ``batch_window`` seconds are written together; any other event, a full batch, or a call
-    to ``flush()`` (the job makes one whenever the model goes quiet) writes what is pending.
+    Events that follow the last write within ``batch_window`` seconds wait to be written
+    with the next ones; a terminal event, a full batch, or a call to ``flush()`` writes what
+    is pending. The job flushes whenever the model goes quiet and before any call that may
+    block, so nothing waits longer than the window for a client to see it.
     Each stream entry carries the id of the thread's previous event, so a reader can tell
     that Redis missed one (it was down, or flushed) and fetch it from PostgreSQL.
     """
@@ -76,7 +75,7 @@ class RunEventEmitter:
         self.sequence.check(payload)
         self._pending.append(payload)
         if (
-            payload["type"] not in _DELTA_TYPES
+            payload["type"] in TERMINAL_TYPES
             or len(self._pending) >= self.max_batch
             or time.monotonic() - self._last_flush >= self.batch_window
         ):

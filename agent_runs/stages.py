@@ -112,6 +112,7 @@ def router_stage(turn: RunTurn) -> RouteDecision:
         config=stage_config(run=turn.run, stage=WORKER_STAGE), context=turn.tool_context
     )
     config = stage_config(run=turn.run, stage=ROUTER_STAGE)
+    turn.emitter.flush()  # the model call may take a while
     try:
         decision = run_coroutine(
             router_decide(
