@@ -7,12 +7,31 @@ from rest_framework.response import Response
 from rest_framework.views import exception_handler
 
 from agent_runs.errors import RunIdAmbiguous, RunIdConflict, RunInputInvalid, RunPayloadTooLarge
+from attachments.errors import (
+    AttachmentFileMissing,
+    AttachmentNotAnImage,
+    AttachmentTooLarge,
+    AttachmentUrlInvalid,
+    ObjectPathInvalid,
+    SignedUrlExpired,
+    SignedUrlInvalid,
+    SignedUrlTampered,
+)
 
 _STATUS_BY_ERROR: dict[type[Exception], int] = {
     RunPayloadTooLarge: status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
     RunInputInvalid: status.HTTP_422_UNPROCESSABLE_ENTITY,
     RunIdConflict: status.HTTP_409_CONFLICT,
     RunIdAmbiguous: status.HTTP_409_CONFLICT,
+    # attachments: subclasses before their base (SignedUrlInvalid), since the first match wins.
+    AttachmentFileMissing: status.HTTP_400_BAD_REQUEST,
+    AttachmentTooLarge: status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
+    AttachmentNotAnImage: status.HTTP_415_UNSUPPORTED_MEDIA_TYPE,
+    AttachmentUrlInvalid: status.HTTP_422_UNPROCESSABLE_ENTITY,
+    ObjectPathInvalid: status.HTTP_400_BAD_REQUEST,
+    SignedUrlExpired: status.HTTP_403_FORBIDDEN,
+    SignedUrlTampered: status.HTTP_403_FORBIDDEN,
+    SignedUrlInvalid: status.HTTP_400_BAD_REQUEST,
 }
 
 

@@ -1,0 +1,38 @@
+"""Protocol shapes of attachments (spec/chat-messages-and-attachments.md, Metadata Schema)."""
+
+from collections.abc import Sequence
+from typing import TypedDict
+
+from attachments.models import Attachment
+
+
+class UserMessageAttachments(TypedDict):
+    """``metadata.user_message_attachments`` of a user message."""
+
+    bucket: str
+    path: str
+    mime_type: str
+
+
+def user_message_attachments(attachment: Attachment) -> UserMessageAttachments:
+    return UserMessageAttachments(
+        bucket=attachment.bucket, path=attachment.path, mime_type=attachment.mime_type
+    )
+
+
+def user_message_attachments_metadata(
+    attachments: Sequence[Attachment],
+) -> dict[str, UserMessageAttachments | list[UserMessageAttachments]]:
+    """The keys a user message's ``metadata`` gets for its images, in block order.
+
+    The spec's ``user_message_attachments`` is one object, so: one image gives exactly that
+    shape; with two or three, ``user_message_attachments`` is still the first (readers of the
+    spec shape see an image) and ``user_message_attachments_all`` lists every one, the first
+    included. No images: no keys.
+    """
+    shapes = [user_message_attachments(attachment) for attachment in attachments]
+    if not shapes:
+        return {}
+    if len(shapes) == 1:
+        return {"user_message_attachments": shapes[0]}
+    return {"user_message_attachments": shapes[0], "user_message_attachments_all": shapes}

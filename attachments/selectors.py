@@ -1,0 +1,94 @@
+"""Reads and access checks of attachments. An object that is not the caller's is a 404 (or,
+in a run's input, a 422 that does not say whether it exists), never a 403."""
+
+import base64
+import logging
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.http import Http404
+
+from attachments.errors import (
+    AttachmentUrlInvalid,
+    SignedUrlExpired,
+    SignedUrlInvalid,
+    SignedUrlTampered,
+)
+from attachments.models import Attachment
+from attachments.signing import object_ref_validate, signed_token_verify, signed_url_verify
+from attachments.storage import attachment_storage
+
+logger = logging.getLogger(__name__)
+
+
+def attachment_get_for_user(*, user: AbstractBaseUser, bucket: str, path: str) -> Attachment:
+    """The caller's attachment at ``bucket``/``path``. Raises ``ObjectPathInvalid`` for an
+    unsafe bucket or path, ``Http404`` for a missing object or a stranger's."""
+    object_ref_validate(bucket=bucket, path=path)
+    attachment = Attachment.objects.filter(bucket=bucket, path=path, owner_id=user.pk).first()
+    if attachment is None:
+        raise Http404
+    return attachment
+
+
+def attachment_from_signed_url(*, user: AbstractBaseUser, url: str) -> Attachment:
+    """The attachment a run's binary content ``url`` names (spec/run-agent-input.md,
+    BinaryContentBlock: "must be a valid signed URL"): a genuine, unexpired signed URL of this
+    service for an object ``user`` owns. Raises ``AttachmentUrlInvalid`` (422) otherwise."""
+    try:
+        signed = signed_url_verify(url)
+    except SignedUrlExpired:
+        raise AttachmentUrlInvalid("binary content url has expired") from None
+    except SignedUrlTampered:
+        raise AttachmentUrlInvalid("binary content url has an invalid signature") from None
+    except SignedUrlInvalid as exc:
+        raise AttachmentUrlInvalid(f"binary content url is not a valid signed URL: {exc}") from None
+    attachment = Attachment.objects.filter(
+        bucket=signed.bucket, path=signed.path, owner_id=user.pk
+    ).first()
+    if attachment is None:
+        raise AttachmentUrlInvalid("binary content url does not name an attachment of yours")
+    return attachment
+
+
+def attachment_data_url(*, attachment: Attachment) -> str:
+    """``data:<mime>;base64,...`` of the stored bytes, for a model provider that cannot reach
+    this service's signed URLs."""
+    encoded = base64.b64encode(attachment_read(attachment=attachment)).decode("ascii")
+    return f"data:{attachment.mime_type};base64,{encoded}"
+
+
+def attachment_read(*, attachment: Attachment) -> bytes:
+    """The stored bytes. Raises ``Http404`` when the object has gone from storage."""
+    try:
+        with attachment_storage().open(attachment.storage_name, "rb") as stored:
+            content: bytes = stored.read()
+    except FileNotFoundError:
+        logger.warning("attachment %s has a row but no object in storage", attachment.pk)
+        raise Http404 from None
+    return content
+
+
+@dataclass(frozen=True)
+class SignedContent:
+    """What ``GET /storage/v1/object/sign/{bucket}/{path}?token=…`` serves."""
+
+    attachment: Attachment
+    content: bytes
+    expires_at: datetime
+
+
+def signed_content_get(*, bucket: str, path: str, token: str) -> SignedContent:
+    """The bytes a signed URL grants. Raises ``ObjectPathInvalid`` / ``SignedUrlInvalid``
+    (400), ``SignedUrlTampered`` / ``SignedUrlExpired`` (403) before any lookup, and
+    ``Http404`` for an object that no longer exists."""
+    signed = signed_token_verify(bucket=bucket, path=path, token=token)
+    attachment = Attachment.objects.filter(bucket=signed.bucket, path=signed.path).first()
+    if attachment is None:
+        raise Http404
+    return SignedContent(
+        attachment=attachment,
+        content=attachment_read(attachment=attachment),
+        expires_at=signed.expires_at,
+    )

@@ -1,0 +1,67 @@
+"""Writes of the attachments app (spec/chat-messages-and-attachments.md, User Message
+Attachments, Flow step 1)."""
+
+import logging
+import uuid
+
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser
+from django.core.files import File
+from django.db import transaction
+
+from attachments.errors import AttachmentTooLarge
+from attachments.images import image_kind_detect
+from attachments.models import Attachment
+from attachments.storage import attachment_storage
+
+logger = logging.getLogger(__name__)
+
+
+def attachment_upload(*, user: AbstractBaseUser, file: File) -> Attachment:
+    """Store an uploaded image under ``{user_id}/{uuid}.{ext}`` in ``ATTACHMENT_BUCKET``.
+
+    The file's own bytes decide whether it is an image and which (``images.py``); its name and
+    declared content type are ignored. The object is written first, then its row; if the row
+    fails, the object is deleted, so a failure leaves neither behind. (Called inside an outer
+    transaction that later rolls back, the object would stay: call it outside one.)
+    """
+    max_bytes = settings.ATTACHMENT_MAX_BYTES
+    if file.size is None or file.size > max_bytes:
+        raise AttachmentTooLarge(max_bytes)
+    kind = image_kind_detect(file)
+    bucket = settings.ATTACHMENT_BUCKET
+    name = f"{bucket}/{user.pk}/{uuid.uuid4().hex}.{kind.extension}"
+    storage = attachment_storage()
+    try:
+        name = storage.save(name, file)
+    except BaseException:
+        _delete_quietly(name)
+        raise
+    try:
+        with transaction.atomic():
+            return Attachment.objects.create(
+                owner_id=user.pk,
+                bucket=bucket,
+                path=name.removeprefix(f"{bucket}/"),
+                mime_type=kind.mime_type,
+                size=file.size,
+            )
+    except BaseException:
+        _delete_quietly(name)
+        raise
+
+
+def _delete_quietly(name: str) -> None:
+    """Remove a half-stored object; a failure here must not hide the error that caused it."""
+    try:
+        attachment_storage().delete(name)
+    except Exception:
+        logger.exception("could not delete attachment object %s after a failed upload", name)
+
+
+def attachment_delete(*, attachment: Attachment) -> None:
+    """Delete the row, then (once that commits) the object: a rollback keeps both."""
+    name = attachment.storage_name
+    with transaction.atomic():
+        attachment.delete()
+        transaction.on_commit(lambda: _delete_quietly(name))

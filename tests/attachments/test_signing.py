@@ -1,0 +1,200 @@
+"""Signed URLs: issue, verify, parse (pure: no database)."""
+
+import base64
+import json
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.utils import timezone
+
+from attachments.errors import (
+    ObjectPathInvalid,
+    SignedUrlExpired,
+    SignedUrlInvalid,
+    SignedUrlTampered,
+)
+from attachments.signing import (
+    object_ref_validate,
+    parse_signed_url,
+    signed_token_verify,
+    signed_url_create,
+    signed_url_verify,
+)
+
+BASE = "https://project.supabase.co/storage/v1/object/sign"
+
+
+def _token(url: str) -> str:
+    return url.split("?token=", 1)[1]
+
+
+def _with_token(url: str, token: str) -> str:
+    return url.split("?token=", 1)[0] + "?token=" + token
+
+
+def test_it_issues_a_url_in_the_supabase_shape_on_the_public_base_url(settings: Any) -> None:
+    settings.PUBLIC_BASE_URL = "https://agents.example.com"
+    url = signed_url_create(bucket="agent-inputs", path="7/abc.png")
+    assert url.startswith(
+        "https://agents.example.com/storage/v1/object/sign/agent-inputs/7/abc.png?token="
+    )
+    header, payload, _signature = _token(url).split(".")
+    assert json.loads(base64.urlsafe_b64decode(header + "==")) == {"alg": "HS256", "typ": "JWT"}
+    claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+    assert claims["url"] == "agent-inputs/7/abc.png"
+    assert claims["exp"] - claims["iat"] == settings.ATTACHMENT_SIGNED_URL_TTL_SECONDS
+
+
+def test_it_verifies_its_own_url_and_says_when_the_grant_ends() -> None:
+    now = timezone.now()
+    url = signed_url_create(bucket="agent-inputs", path="7/abc.png", expires_in=60, now=now)
+    signed = signed_url_verify(url, now=now + timedelta(seconds=59))
+    assert (signed.bucket, signed.path) == ("agent-inputs", "7/abc.png")
+    assert int(signed.expires_at.timestamp()) == int(now.timestamp()) + 60
+
+
+def test_it_rejects_an_expired_url() -> None:
+    now = timezone.now()
+    url = signed_url_create(bucket="agent-inputs", path="7/abc.png", expires_in=60, now=now)
+    with pytest.raises(SignedUrlExpired, match="expired"):
+        signed_url_verify(url, now=now + timedelta(seconds=60))
+
+
+def test_it_rejects_a_token_with_a_changed_signature() -> None:
+    url = signed_url_create(bucket="agent-inputs", path="7/abc.png")
+    token = _token(url)
+    flipped = token[:-1] + ("A" if token[-1] != "A" else "B")
+    with pytest.raises(SignedUrlTampered, match="signature"):
+        signed_url_verify(_with_token(url, flipped))
+
+
+def test_it_rejects_a_token_whose_claims_were_rewritten() -> None:
+    url = signed_url_create(bucket="agent-inputs", path="7/abc.png", expires_in=1)
+    header, _payload, signature = _token(url).split(".")
+    forged = {"url": "agent-inputs/7/abc.png", "iat": 0, "exp": 4_000_000_000}
+    payload = base64.urlsafe_b64encode(json.dumps(forged).encode()).rstrip(b"=").decode()
+    with pytest.raises(SignedUrlTampered):
+        signed_url_verify(_with_token(url, f"{header}.{payload}.{signature}"))
+
+
+@pytest.mark.parametrize(
+    ("bucket", "path"),
+    [("agent-inputs", "8/abc.png"), ("other-bucket", "7/abc.png"), ("agent-inputs", "7/abc.jpg")],
+)
+def test_it_binds_the_token_to_its_bucket_and_path(bucket: str, path: str) -> None:
+    token = _token(signed_url_create(bucket="agent-inputs", path="7/abc.png"))
+    with pytest.raises(SignedUrlTampered, match="another object"):
+        signed_token_verify(bucket=bucket, path=path, token=token)
+    with pytest.raises(SignedUrlTampered):
+        signed_url_verify(_with_token(signed_url_create(bucket=bucket, path=path), token))
+
+
+def test_it_rejects_a_token_signed_with_another_secret(settings: Any) -> None:
+    settings.ATTACHMENT_SIGNING_SECRET = "first-secret"
+    url = signed_url_create(bucket="agent-inputs", path="7/abc.png")
+    settings.ATTACHMENT_SIGNING_SECRET = "second-secret"
+    with pytest.raises(SignedUrlTampered):
+        signed_url_verify(url)
+
+
+@pytest.mark.parametrize(
+    "token",
+    ["", "abc", "a.b", "a.b.c.d", "eyJhbGciOiJub25lIn0.eyJ1cmwiOiJ4In0.", "x" * 5000],
+)
+def test_it_rejects_a_malformed_token(token: str) -> None:
+    with pytest.raises(SignedUrlInvalid):
+        signed_token_verify(bucket="agent-inputs", path="7/abc.png", token=token)
+
+
+def test_it_refuses_to_sign_an_unsafe_path() -> None:
+    with pytest.raises(ObjectPathInvalid):
+        signed_url_create(bucket="agent-inputs", path="../7/abc.png")
+
+
+def test_it_quotes_what_it_signs_and_parses_it_back() -> None:
+    url = signed_url_create(bucket="agent-inputs", path="7/图 片#1?.png")
+    assert "图" not in url and " " not in url
+    assert parse_signed_url(url) == {"bucket": "agent-inputs", "path": "7/图 片#1?.png"}
+    assert signed_url_verify(url).path == "7/图 片#1?.png"
+
+
+def test_it_parses_the_spec_example() -> None:
+    url = f"{BASE}/agent-files/agent-inputs/u/t/r/img.jpg?token=xxx"
+    assert parse_signed_url(url) == {"bucket": "agent-files", "path": "agent-inputs/u/t/r/img.jpg"}
+
+
+def test_it_parses_a_url_with_more_query_parameters() -> None:
+    url = f"{BASE}/agent-files/a/img.jpg?download=1&token=xxx"
+    assert parse_signed_url(url) == {"bucket": "agent-files", "path": "a/img.jpg"}
+
+
+def test_parse_does_not_vouch_for_the_token() -> None:
+    url = f"{BASE}/agent-files/a/img.jpg?token=xxx"
+    assert parse_signed_url(url)["path"] == "a/img.jpg"
+    with pytest.raises(SignedUrlInvalid, match="token is malformed"):
+        signed_url_verify(url)
+
+
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        ("", "string"),
+        ("not a url", "whitespace"),
+        ("agent-files/a/img.jpg", "absolute"),
+        ("/storage/v1/object/sign/agent-files/a/img.jpg?token=x", "absolute"),
+        ("ftp://h/storage/v1/object/sign/agent-files/a/img.jpg?token=x", "absolute"),
+        ("https://h/storage/v1/object/public/agent-files/a/img.jpg?token=x", "must start with"),
+        ("https://h/agent-inputs/user-123/image.png?signature=xxx", "must start with"),
+        (f"{BASE}/agent-files?token=x", "bucket and an object path"),
+        (f"{BASE}/agent-files/?token=x", "bucket and an object path"),
+        (f"{BASE}/agent-files/a/img.jpg", "exactly one token"),
+        (f"{BASE}/agent-files/a/img.jpg?token=", "exactly one token"),
+        (f"{BASE}/agent-files/a/img.jpg?token=x&token=y", "exactly one token"),
+        (f"{BASE}/agent-files/a/../img.jpg?token=x", "'..'"),
+        (f"{BASE}/agent-files/../etc/passwd?token=x", "'..'"),
+        (f"{BASE}/agent-files/a/%2e%2e/img.jpg?token=x", "'..'"),
+        (f"{BASE}/agent-files/a/%2E%2E/img.jpg?token=x", "'..'"),
+        (f"{BASE}/agent-files/a/./img.jpg?token=x", "'..'"),
+        (f"{BASE}/agent-files//etc/passwd?token=x", "'..'"),
+        (f"{BASE}/agent-files/a//img.jpg?token=x", "'..'"),
+        (f"{BASE}/agent-files/a/img.jpg/?token=x", "'..'"),
+        (f"{BASE}/agent-files/a/%252e%252e/img.jpg?token=x", "percent"),
+        (f"{BASE}/agent-files/a%2F..%2Fimg.jpg?token=x", "encoded slashes"),
+        (f"{BASE}/agent-files/a%5C..%5Cimg.jpg?token=x", "backslash"),
+        (f"{BASE}/agent-files/a\\..\\img.jpg?token=x", "backslash"),
+        (f"{BASE}/agent-files/a/img%00.jpg?token=x", "control"),
+        (f"{BASE}/agent-files/a/img%ff.jpg?token=x", "UTF-8"),
+        (f"{BASE}/agent-files/a/im\ng.jpg?token=x", "whitespace"),
+        (f" {BASE}/agent-files/a/img.jpg?token=x", "whitespace"),
+        (f"{BASE}/%2e%2e/a/img.jpg?token=x", "bucket"),
+        (f"{BASE}/agent_files!/a/img.jpg?token=x", "bucket"),
+        ("https://[::1/storage/v1/object/sign/b/p?token=x", "not a valid URL"),
+    ],
+)
+def test_it_rejects_anything_but_a_safe_signed_url(url: str, message: str) -> None:
+    with pytest.raises(SignedUrlInvalid, match=message.replace(".", r"\.").replace("?", r"\?")):
+        parse_signed_url(url)
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/abs.png",
+        "a/../b.png",
+        "..",
+        "a/./b.png",
+        "a//b.png",
+        "a/",
+        "a\\b.png",
+        "a\x00.png",
+        "a%2e",
+    ],
+)
+def test_it_rejects_unsafe_object_paths(path: str) -> None:
+    with pytest.raises(ObjectPathInvalid, match="invalid path"):
+        object_ref_validate(bucket="agent-inputs", path=path)
+
+
+def test_it_accepts_a_plain_object_path() -> None:
+    object_ref_validate(bucket="agent-inputs", path="12/0f3a.webp")
