@@ -13,8 +13,10 @@ from agent_runs.models import (
     Run,
     RunEvent,
     Thread,
+    UserMemory,
     UserProfile,
 )
+from billing import selectors as billing_selectors
 
 
 class ReadOnlyAdminMixin:
@@ -78,8 +80,12 @@ class RunAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     search_fields = ("run_id", "=thread__id", "=task_id", "parent_run_id")
     list_select_related = ("thread__owner",)
     date_hierarchy = "created_at"
-    readonly_fields = [field.name for field in Run._meta.fields]
+    readonly_fields = [*(field.name for field in Run._meta.fields), "cost"]
     inlines = (MessageInline, RunEventInline)
+
+    @admin.display(description="cost")
+    def cost(self, run: Run) -> str:
+        return billing_selectors.run_cost_display(run=run)
 
     @admin.display(ordering="thread__owner__username")
     def owner(self, run: Run) -> Any:
@@ -138,3 +144,14 @@ class AutomationJobAdmin(admin.ModelAdmin):
 
     list_display = ("name", "description", "updated_at")
     search_fields = ("name", "description")
+
+
+@admin.register(UserMemory)
+class UserMemoryAdmin(admin.ModelAdmin):
+    """What the memory stage keeps per user; staff may correct or delete an item."""
+
+    list_display = ("owner", "kind", "content", "source_run", "created_at")
+    list_filter = ("kind", "owner")
+    search_fields = ("content", "owner__username")
+    list_select_related = ("owner", "source_run")
+    raw_id_fields = ("source_run",)

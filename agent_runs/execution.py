@@ -20,6 +20,7 @@ from rq.job import Job, JobStatus
 from rq.timeouts import JobTimeoutException
 
 from agent_runs import selectors, services
+from agent_runs.demo_model import DEMO_MODEL_ID
 from agent_runs.event_log import RunEventEmitter
 from agent_runs.llm import UsageLog
 from agent_runs.models import Message, Run
@@ -30,6 +31,7 @@ from agent_runs.stages import (
     router_stage,
     worker_stage,
 )
+from billing import services as billing_services
 
 logger = logging.getLogger(__name__)
 
@@ -95,9 +97,17 @@ def run_execute(*, run_pk: int) -> None:
 
 def _store_usage(run: Run, usage_log: UsageLog) -> None:
     """Record the model calls a stage made since the last time (a failed or cancelled run is
-    billed for the calls it made too)."""
+    billed for the calls it made too), each in its own short transaction."""
     for call in usage_log.drain():
-        logger.debug("run %s %s call to %s: %s", run.pk, usage_log.stage, call.model_id, call)
+        if call.model_id == DEMO_MODEL_ID:
+            continue  # the offline demo model is not a provider: nothing to bill
+        billing_services.usage_record(
+            run=run,
+            stage=usage_log.stage,
+            model_id=call.model_id,
+            usage=call.usage,
+            metadata=call.metadata,
+        )
 
 
 def error_code(exc: BaseException) -> str:

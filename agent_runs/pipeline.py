@@ -3,13 +3,22 @@ the turn is handled and with which tools, the worker answers with a structured o
 (``AgentOutput``), and the memory stage keeps what the user's later runs should know."""
 
 import asyncio
+import base64
 import logging
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Sequence
 from typing import Any, TypeVar
 
 from agentscope.agent import Agent, InjectionConfig, ReActConfig
 from agentscope.exception import StructuredOutputError
-from agentscope.message import AssistantMsg, Msg, SystemMsg, UserMsg
+from agentscope.message import (
+    AssistantMsg,
+    Base64Source,
+    DataBlock,
+    Msg,
+    SystemMsg,
+    TextBlock,
+    UserMsg,
+)
 from agentscope.model import ChatModelBase
 from agentscope.permission import PermissionBehavior, PermissionDecision
 from agentscope.tool import FunctionTool, Toolkit
@@ -52,18 +61,33 @@ _ALLOWED = PermissionDecision(behavior=PermissionBehavior.ALLOW, message="backen
 
 
 def conversation(
-    history: Sequence[tuple[str, str]], user_text: str, *, speaker: str = WORKER_STAGE
+    history: Sequence[tuple[str, str]],
+    user_content: str | list[TextBlock | DataBlock],
+    *,
+    speaker: str = WORKER_STAGE,
 ) -> list[Msg]:
-    """The thread's earlier (role, content) messages and the user's new one, as AgentScope
-    messages."""
+    """The thread's earlier (role, content) messages and the user's new one (text, or text
+    and images), as AgentScope messages."""
     messages: list[Msg] = [
         UserMsg(name="user", content=content)
         if role == "user"
         else AssistantMsg(name=speaker, content=content)
         for role, content in history
     ]
-    messages.append(UserMsg(name="user", content=user_text))
+    messages.append(UserMsg(name="user", content=user_content))
     return messages
+
+
+def user_content_with_images(
+    text: str, images: Sequence[tuple[str, bytes]]
+) -> list[TextBlock | DataBlock]:
+    """The user's text and images ((mime type, bytes), sent inline as base64: a provider
+    cannot reach this service's signed URLs) as AgentScope content blocks."""
+    blocks: list[TextBlock | DataBlock] = [TextBlock(text=text)]
+    for mime_type, content in images:
+        source = Base64Source(data=base64.b64encode(content).decode("ascii"), media_type=mime_type)
+        blocks.append(DataBlock(source=source))
+    return blocks
 
 
 def instructions(base: str, *, context: str = "", memory_notes: str = "") -> str:
@@ -166,8 +190,10 @@ def run_coroutine(coroutine: Coroutine[Any, Any, T]) -> T:
     try:
         return loop.run_until_complete(coroutine)
     finally:
-        # A model stream left half-read (the structured output ends at its last chunk).
+        # A model stream left half-read (the structured output stops at its last chunk),
+        # and the streams inside it that closing it lets go.
         loop.run_until_complete(loop.shutdown_asyncgens())
+        loop.run_until_complete(asyncio.sleep(0))
         loop.close()
 
 

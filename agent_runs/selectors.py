@@ -10,7 +10,15 @@ from django.http import Http404
 
 from agent_runs.codec import TERMINAL_TYPES
 from agent_runs.errors import RunIdAmbiguous
-from agent_runs.models import Message, Run, RunEvent, Thread, UserMemory, Visibility
+from agent_runs.models import (
+    Message,
+    Run,
+    RunEvent,
+    Thread,
+    UserMemory,
+    UserProfile,
+    Visibility,
+)
 
 
 def thread_get_for_user(*, user: AbstractBaseUser, thread_id: uuid.UUID) -> Thread:
@@ -119,3 +127,10 @@ def user_memory_notes(*, user_id: int, limit: int) -> str:
         .values_list("pk", "kind", "content")[:limit]
     )
     return "\n".join(f"[{pk}] {kind}: {content}" for pk, kind, content in rows)
+
+
+def user_locale(*, user_id: int) -> str:
+    """The user's locale for compiled UI (``UserProfile.settings["locale"]``, else "en")."""
+    profile = UserProfile.objects.filter(user_id=user_id).values_list("settings", flat=True).first()
+    locale = (profile or {}).get("locale")
+    return locale if isinstance(locale, str) and locale else "en"

@@ -28,6 +28,9 @@ from agent_runs.event_log import RunEventEmitter
 from agent_runs.models import ApiToken, Message, Run, Thread, UserMemory, Visibility
 from agent_runs.runtime_config import automation_job_for
 from agent_runs.schemas import RunAgentInput, TaskAcceptedResponse, snapshot_sha256, user_text
+from attachments.models import Attachment
+from attachments.schemas import user_message_attachments_metadata
+from attachments.selectors import attachment_from_signed_url
 
 logger = logging.getLogger(__name__)
 
@@ -76,6 +79,7 @@ def _run_create(
     )
     message = run_input.user_message
     blocks = [] if isinstance(message.content, str) else snapshot["messages"][0]["content"]
+    blocks, images = _binary_blocks_resolve(user=user, blocks=blocks)
     message_append(
         thread=thread,
         run=run,
@@ -83,10 +87,36 @@ def _run_create(
         message_id=message.id,
         content=user_text(message.content),
         content_blocks=blocks,
-        metadata={"run_id": run.run_id, "message_id": message.id},
+        metadata={
+            "run_id": run.run_id,
+            "message_id": message.id,
+            **user_message_attachments_metadata(images),
+        },
     )
     transaction.on_commit(partial(run_enqueue, run=run))
     return run
+
+
+def _binary_blocks_resolve(
+    *, user: AbstractBaseUser, blocks: list[dict[str, Any]]
+) -> tuple[list[dict[str, Any]], list[Attachment]]:
+    """The user message's blocks with each image's signed URL turned into its storage
+    place (``bucket``, ``path``), and the attachments, in order (spec/run-agent-input.md,
+    Compatibility Notes). A URL that is not a valid, unexpired signed URL of an object of the
+    caller's is an ``AttachmentUrlInvalid`` (422), before anything is stored."""
+    stored: list[dict[str, Any]] = []
+    images: list[Attachment] = []
+    for block in blocks:
+        if block.get("type") != "binary":
+            stored.append(block)
+            continue
+        image = attachment_from_signed_url(user=user, url=block["url"])
+        images.append(image)
+        kept = {key: value for key, value in block.items() if key != "url"}
+        stored.append(
+            {**kept, "mimeType": image.mime_type, "bucket": image.bucket, "path": image.path}
+        )
+    return stored, images
 
 
 def _automation_job_check(snapshot: dict[str, Any]) -> None:

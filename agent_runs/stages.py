@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ag_ui.core import StepFinishedEvent, StepStartedEvent, TextMessageEndEvent
-from agentscope.message import Msg
+from agentscope.message import DataBlock, Msg, TextBlock
 from django.conf import settings
 from django.db import transaction
 from pydantic import ValidationError
@@ -37,10 +37,14 @@ from agent_runs.pipeline import (
     memory_reply,
     router_decide,
     run_coroutine,
+    user_content_with_images,
     worker_reply,
 )
 from agent_runs.runtime_config import stage_config, stage_enabled, tools_for
 from agent_runs.schemas import AgentOutput, RouteDecision
+from attachments.selectors import attachment_get_for_user, attachment_read
+from billing import selectors as billing_selectors
+from history.ui_schema import ui_schema_compile
 
 logger = logging.getLogger(__name__)
 
@@ -76,6 +80,17 @@ class RunTurn:
         return ToolContext(
             user_id=self.run.thread.owner_id, run_pk=self.run.pk, client_time=self.run.client_time
         )
+
+    def user_content(self) -> str | list[TextBlock | DataBlock]:
+        """The user message for the worker: its text, with its images when it has some."""
+        images = [
+            (block["mimeType"], attachment_bytes(owner=self.run.thread.owner, block=block))
+            for block in self.user_message.content_blocks
+            if block.get("type") == "binary"
+        ]
+        if not images:
+            return self.user_message.content
+        return user_content_with_images(self.user_message.content, images)
 
     def context(self, consumer: Visibility) -> list[tuple[str, str]]:
         return selectors.context_messages(
@@ -152,7 +167,7 @@ def worker_stage(turn: RunTurn, decision: RouteDecision) -> AgentOutput:
     context = "\n\n".join(part for part in (config.context, _ROUTE_HINTS[decision.route]) if part)
     reply = worker_reply(
         model=chat_model_for(settings.AGENT_WORKER_MODEL, usage_log=usage_log),
-        messages=conversation(turn.context(Visibility.WORKER), turn.user_message.content),
+        messages=conversation(turn.context(Visibility.WORKER), turn.user_content()),
         tools=tools,
         system_prompt=instructions(
             WORKER_SYSTEM_PROMPT, context=context, memory_notes=turn.memory_notes
@@ -201,7 +216,12 @@ def worker_stage(turn: RunTurn, decision: RouteDecision) -> AgentOutput:
             result_type=output.result_type,
             suggested_actions=[action.model_dump() for action in output.suggested_actions],
             error=None,
-            ui_schema=None,
+            ui_schema=ui_schema_compile(
+                output.model_dump(mode="json"),
+                locale=selectors.user_locale(user_id=run.thread.owner_id),
+            ),
+            # The usage of the run's calls so far (spec 3.4; the memory stage's come after).
+            **billing_selectors.run_usage_digest(run=run),
             **turn.ids,
         )
     )
@@ -247,6 +267,12 @@ def memory_stage(turn: RunTurn, output: AgentOutput) -> None:
             thread = Thread.objects.select_for_update().get(pk=run.thread_id)
             _store_tool_messages(thread=thread, run=run, state=state)
     turn.emitter.emit(StepFinishedEvent(step_name=MEMORY_STAGE, **turn.ids))
+
+
+def attachment_bytes(*, owner: Any, block: dict[str, Any]) -> bytes:
+    """The stored image a user message's binary block names (its ``bucket`` and ``path``)."""
+    attachment = attachment_get_for_user(user=owner, bucket=block["bucket"], path=block["path"])
+    return attachment_read(attachment=attachment)
 
 
 def agent_output(final: Msg, state: RunMappingState) -> AgentOutput:

@@ -17,12 +17,14 @@ from attachments.errors import (
     SignedUrlInvalid,
     SignedUrlTampered,
 )
+from history.errors import HistoryQueryInvalid
 
 _STATUS_BY_ERROR: dict[type[Exception], int] = {
     RunPayloadTooLarge: status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
     RunInputInvalid: status.HTTP_422_UNPROCESSABLE_ENTITY,
     RunIdConflict: status.HTTP_409_CONFLICT,
     RunIdAmbiguous: status.HTTP_409_CONFLICT,
+    HistoryQueryInvalid: status.HTTP_422_UNPROCESSABLE_ENTITY,
     # attachments: subclasses before their base (SignedUrlInvalid), since the first match wins.
     AttachmentFileMissing: status.HTTP_400_BAD_REQUEST,
     AttachmentTooLarge: status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,

@@ -154,7 +154,9 @@ AGENT_STREAM_TOKEN_TTL_SECONDS = env_int("AGENT_STREAM_TOKEN_TTL_SECONDS", 300, 
 # The currency of a provider's own cost for a model with no catalog entry to name one.
 BILLING_DEFAULT_CURRENCY = env_str("BILLING_DEFAULT_CURRENCY", "USD")
 # The providers whose models `update_pricing_catalog` takes from LiteLLM's catalog.
-BILLING_CATALOG_PROVIDERS = env_list("BILLING_CATALOG_PROVIDERS", ["deepseek", "dashscope", "openai"])
+BILLING_CATALOG_PROVIDERS = env_list(
+    "BILLING_CATALOG_PROVIDERS", ["deepseek", "dashscope", "openai"]
+)
 # The period the admin's costs page shows when none is chosen, in days.
 BILLING_COSTS_DEFAULT_DAYS = env_int("BILLING_COSTS_DEFAULT_DAYS", 30, minimum=1)
 # --- end billing ----------------------------------------------------------------------------

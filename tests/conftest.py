@@ -5,6 +5,7 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import django_rq
@@ -180,3 +181,34 @@ def fake_openai(settings: Any) -> Iterator[Any]:
         settings.AGENT_MODEL_MAX_RETRIES = 1
         settings.AGENT_MODEL_RETRY_DELAY_SECONDS = 0
         yield fake
+
+
+@pytest.fixture
+def attachment_root(settings: Any, tmp_path: Path) -> Path:
+    """The attachments storage, on a directory of this test's own."""
+    root = tmp_path / "attachments"
+    settings.STORAGES = {
+        **settings.STORAGES,
+        "attachments": {
+            "BACKEND": "django.core.files.storage.FileSystemStorage",
+            "OPTIONS": {"location": root},
+        },
+    }
+    return root
+
+
+@pytest.fixture
+def alice_image_url(alice: APIClient, attachment_root: Any) -> Callable[[], str]:
+    """Uploads a PNG of alice's and gives its signed URL, once per call."""
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    from tests.attachments.images import png_bytes
+
+    def upload() -> str:
+        file = SimpleUploadedFile("a.png", png_bytes(), content_type="image/png")
+        response = alice.post("/api/v1/agent/attachments", {"file": file}, format="multipart")
+        assert response.status_code == 201, response.content
+        url: str = response.json()["url"]
+        return url
+
+    return upload

@@ -251,10 +251,17 @@ def test_it_rejects_four_attachments_in_one_message(alice, redis_queue):
     assert_rejected(response, 422, "Too many attachments", redis_queue)
 
 
-def test_it_accepts_three_attachments_in_one_message(alice, redis_queue):
-    content = [text_block("Compare these"), *[image_block() for _ in range(3)]]
+def test_it_accepts_three_attachments_in_one_message(alice, redis_queue, alice_image_url):
+    images = [
+        {"type": "binary", "mimeType": "image/png", "url": alice_image_url()} for _ in range(3)
+    ]
+    content = [text_block("Compare these"), *images]
     run = assert_accepted(post_run(alice, run_input(messages=[user_message(content)])))
-    assert Message.objects.get(run=run).content_blocks == content
+    stored = Message.objects.get(run=run).content_blocks
+    assert stored[0] == content[0]
+    # Each image is kept as its storage place (bucket, path), not as its expiring URL.
+    assert [set(block) for block in stored[1:]] == [{"type", "mimeType", "bucket", "path"}] * 3
+    assert len({block["path"] for block in stored[1:]}) == 3
 
 
 # forwardedProps.client_time ---------------------------------------------------------------
@@ -299,7 +306,10 @@ def test_it_accepts_a_valid_client_time_and_stores_it_on_the_run(alice, redis_qu
 # Compatibility: snake_case aliases --------------------------------------------------------
 
 
-def test_it_accepts_snake_case_field_names_and_stores_a_camel_case_snapshot(alice, redis_queue):
+def test_it_accepts_snake_case_field_names_and_stores_a_camel_case_snapshot(
+    alice, redis_queue, alice_image_url
+):
+    image_url = alice_image_url()
     body = {
         "thread_id": str(uuid.uuid4()),
         "run_id": "run-snake-case",
@@ -308,7 +318,7 @@ def test_it_accepts_snake_case_field_names_and_stores_a_camel_case_snapshot(alic
             user_message(
                 [
                     text_block("What is in this picture?"),
-                    {"type": "binary", "mime_type": "image/png", "url": IMAGE_URL},
+                    {"type": "binary", "mime_type": "image/png", "url": image_url},
                 ]
             )
         ],
@@ -323,7 +333,7 @@ def test_it_accepts_snake_case_field_names_and_stores_a_camel_case_snapshot(alic
     assert snapshot["forwardedProps"] == {"runtime_mode": "chat"}
     assert not {"thread_id", "run_id", "forwarded_props"} & set(snapshot)
     binary = snapshot["messages"][0]["content"][1]
-    assert binary == {"type": "binary", "mimeType": "image/png", "url": IMAGE_URL}
+    assert binary == {"type": "binary", "mimeType": "image/png", "url": image_url}
 
 
 # Malformed requests -----------------------------------------------------------------------

@@ -11,20 +11,6 @@ UPLOAD_URL = "/api/v1/agent/attachments"
 SIGNED_URL_URL = "/api/v1/agent/attachments/signed-url"
 
 
-@pytest.fixture
-def attachment_root(settings: Any, tmp_path: Path) -> Path:
-    """The attachments storage, on a directory of this test's own."""
-    root = tmp_path / "attachments"
-    settings.STORAGES = {
-        **settings.STORAGES,
-        "attachments": {
-            "BACKEND": "django.core.files.storage.FileSystemStorage",
-            "OPTIONS": {"location": root},
-        },
-    }
-    return root
-
-
 def stored_files(root: Path) -> list[str]:
     """Every file under the storage root, as relative paths."""
     if not root.exists():

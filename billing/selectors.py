@@ -1,0 +1,194 @@
+"""Reads of billing: prices in force, a run's usage summary and digest, and the costs page's
+totals, aggregated in SQL."""
+
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from datetime import UTC, date, datetime, time, timedelta
+from decimal import Decimal
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.db.models import QuerySet, Sum
+
+from agent_runs.models import Run
+from billing.models import ModelDailyUsage, PriceCatalogEntry, UsageRecord, UserDailyUsage
+from billing.pricing import CallUsage, Price, PricedCall, PriceTier, summarise, usage_digest
+from billing.schemas import CostSource, UsageSummary
+
+
+def price_entry_in_force(*, model_id: str, at: datetime) -> PriceCatalogEntry | None:
+    """The model's catalog entry in force at ``at`` (the latest that starts by then), with
+    its tiers."""
+    return (
+        PriceCatalogEntry.objects.filter(model_id=model_id, effective_from__lte=at)
+        .order_by("-effective_from")
+        .prefetch_related("tiers")
+        .first()
+    )
+
+
+def price_entries_latest(*, model_ids: Iterable[str]) -> dict[str, PriceCatalogEntry]:
+    """Each model's latest entry (whatever its start), with its tiers."""
+    latest: dict[str, PriceCatalogEntry] = {}
+    entries = (
+        PriceCatalogEntry.objects.filter(model_id__in=list(model_ids))
+        .order_by("model_id", "-effective_from")
+        .prefetch_related("tiers")
+    )
+    for entry in entries:
+        latest.setdefault(entry.model_id, entry)
+    return latest
+
+
+def price_of(entry: PriceCatalogEntry) -> Price:
+    """A catalog entry as the pure pricing functions take it."""
+    return Price(
+        currency=entry.currency,
+        tiers=tuple(
+            PriceTier(
+                max_prompt_tokens=tier.max_prompt_tokens,
+                input_cost_per_token=tier.input_cost_per_token,
+                output_cost_per_token=tier.output_cost_per_token,
+                cache_hit_cost_per_token=tier.cache_hit_cost_per_token,
+            )
+            for tier in entry.tiers.all()
+        ),
+    )
+
+
+def run_usage_summary(*, run: Run) -> UsageSummary:
+    """The run's ``usage_summary`` (spec/sse-events-and-usage.md 5.3) and cost (5.4-5.6),
+    from its usage records: ``cost`` is a ``Decimal``, or ``None`` when a call is unpriced."""
+    records = UsageRecord.objects.filter(run=run).order_by("id")
+    return summarise([_priced_call(record) for record in records])
+
+
+def run_usage_digest(*, run: Run) -> dict[str, Any]:
+    """The usage fields of the run's ``TEXT_MESSAGE_END`` (spec 3.4): ``totalTokens``,
+    ``cachedPromptTokens``, ``promptCacheHitTokens``, ``promptCacheMissTokens``,
+    ``reasoningTokens``, ``costSource``, ``usageComplete``."""
+    return usage_digest(run_usage_summary(run=run))
+
+
+def run_cost_display(*, run: Run) -> str:
+    """The run's cost for the admin: ``"0.000123 USD (catalog_fallback, 3 calls)"``."""
+    summary = run_usage_summary(run=run)
+    calls = summary.model_call_records
+    if not calls:
+        return "no model calls recorded"
+    source = CostSource(summary.cost_source).value
+    if summary.cost is None:
+        why = (
+            f"{summary.unpriced_calls} of {calls} calls have no catalog price"
+            if summary.unpriced_calls
+            else "calls priced in different currencies"
+        )
+        return f"unknown: {why} ({source})"
+    return f"{format_cost(summary.cost)} {summary.currency} ({source}, {calls} calls)"
+
+
+def format_cost(cost: Decimal) -> str:
+    """A cost without trailing zeros or exponent: ``0.000123``."""
+    text = f"{cost.normalize():f}"
+    return text if text != "-0" else "0"
+
+
+def _priced_call(record: UsageRecord) -> PricedCall:
+    return PricedCall(
+        usage=CallUsage(
+            input_tokens=record.input_tokens,
+            output_tokens=record.output_tokens,
+            total_tokens=record.total_tokens,
+            latency_ms=record.latency_ms,
+            cached_prompt_tokens=record.cached_prompt_tokens,
+            prompt_cache_hit_tokens=record.prompt_cache_hit_tokens,
+            prompt_cache_miss_tokens=record.prompt_cache_miss_tokens,
+            reasoning_tokens=record.reasoning_tokens,
+            direct_cost=record.direct_cost,
+        ),
+        catalog_cost=record.catalog_cost,
+        currency=record.currency,
+    )
+
+
+# The costs page ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CostRow:
+    """Totals of one group (a day, a model, a user) in one currency. ``cost`` sums the known
+    costs; ``unpriced_calls`` counts the calls whose cost is unknown."""
+
+    key: str
+    currency: str
+    calls: int
+    total_tokens: int
+    cost: Decimal
+    unpriced_calls: int
+
+
+@dataclass(frozen=True)
+class CostsReport:
+    start: date
+    end: date
+    totals: list[CostRow]
+    by_day: list[CostRow]
+    by_model: list[CostRow]
+    by_user: list[CostRow]
+
+
+def costs_report(*, start: date, end: date) -> CostsReport:
+    """Usage from ``start`` to ``end`` (UTC days, both included), totalled by day, by model and
+    by user, each in its currency: four GROUP BY queries over the daily totals (a row per
+    day and model, and per day and user), whatever the number of records."""
+    per_model = ModelDailyUsage.objects.filter(day__gte=start, day__lte=end)
+    per_user = UserDailyUsage.objects.filter(day__gte=start, day__lte=end)
+    by_user = _grouped(per_user, "user_id")
+    usernames = dict(
+        get_user_model()
+        .objects.filter(pk__in={int(row.key) for row in by_user})
+        .values_list("pk", "username")
+    )
+    return CostsReport(
+        start=start,
+        end=end,
+        totals=_grouped(per_model, None),
+        by_day=sorted(_grouped(per_model, "day"), key=lambda row: (row.key, row.currency)),
+        by_model=_grouped(per_model, "model_id"),
+        by_user=[replace(row, key=str(usernames.get(int(row.key), row.key))) for row in by_user],
+    )
+
+
+def usage_in_period(*, start: date, end: date) -> QuerySet[UsageRecord]:
+    """Usage records from the start of ``start`` to the end of ``end``, UTC."""
+    since = datetime.combine(start, time.min, tzinfo=UTC)
+    until = datetime.combine(end + timedelta(days=1), time.min, tzinfo=UTC)
+    return UsageRecord.objects.filter(created_at__gte=since, created_at__lt=until)
+
+
+def _grouped(
+    totals: QuerySet[ModelDailyUsage] | QuerySet[UserDailyUsage], key: str | None
+) -> list[CostRow]:
+    fields = ["currency"] if key is None else [key, "currency"]
+    rows = (
+        totals.order_by()
+        .values(*fields)
+        .annotate(
+            calls_sum=Sum("calls"),
+            priced_sum=Sum("priced_calls"),
+            tokens_sum=Sum("total_tokens"),
+            cost_sum=Sum("cost"),
+        )
+    )
+    result = [
+        CostRow(
+            key="total" if key is None else str(row[key]),
+            currency=row["currency"],
+            calls=row["calls_sum"],
+            total_tokens=row["tokens_sum"] or 0,
+            cost=row["cost_sum"] or Decimal(0),
+            unpriced_calls=row["calls_sum"] - row["priced_sum"],
+        )
+        for row in rows
+    ]
+    return sorted(result, key=lambda row: (-row.cost, -row.calls, row.key))

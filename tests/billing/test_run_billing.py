@@ -1,0 +1,90 @@
+"""Runs through a real worker against the loopback provider end with their model calls
+recorded and priced (spec/sse-events-and-usage.md, 3.4 and 5), failed runs included."""
+
+from decimal import Decimal
+
+import pytest
+
+from agent_runs.models import Run, RunEvent
+from billing.models import UsageRecord
+from billing.selectors import run_usage_summary
+from tests.billing.conftest import DEEPSEEK_COST, DEEPSEEK_METADATA, price_entry
+from tests.conftest import post_run, run_input, work_burst
+from tests.fake_llm import FakeOpenAI
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.integration]
+
+DEEPSEEK = "deepseek/deepseek-chat"
+
+
+@pytest.fixture
+def deepseek(settings):
+    """Every stage on DeepSeek at a loopback server that reports DeepSeek's usage fields."""
+    with FakeOpenAI() as fake:
+        fake.usage = DEEPSEEK_METADATA
+        settings.DEEPSEEK_API_KEY = "sk-test"
+        settings.DEEPSEEK_BASE_URL = fake.base_url
+        settings.AGENT_ROUTER_MODEL = settings.AGENT_WORKER_MODEL = DEEPSEEK
+        settings.AGENT_MEMORY_MODEL = DEEPSEEK
+        settings.AGENT_MODEL_MAX_RETRIES = 0
+        yield fake
+
+
+def test_a_run_records_and_prices_every_model_call(alice, redis_queue, deepseek):
+    price_entry(DEEPSEEK, (None, "0.00000028", "0.00000042", "0.000000028"))
+    body = run_input()
+    post_run(alice, body)
+    work_burst(redis_queue)
+
+    run = Run.objects.get()
+    assert run.status == Run.Status.COMPLETED, run.error
+    records = list(UsageRecord.objects.filter(run=run).order_by("pk"))
+    assert [r.stage for r in records] == ["router", "worker", "memory"]
+    assert len(records) == len(deepseek.requests)
+    for record in records:
+        assert record.model_id == DEEPSEEK and record.user.username == "alice"
+        assert record.prompt_cache_hit_tokens == 1024 and record.prompt_cache_miss_tokens == 176
+        assert record.total_tokens == 1500 and record.usage_complete
+        assert record.cost == DEEPSEEK_COST and record.cost_source == "catalog_fallback"
+        assert record.metadata["prompt_cache_hit_tokens"] == 1024  # the raw usage, kept
+    summary = run_usage_summary(run=run)
+    assert summary.cost == DEEPSEEK_COST * 3
+    assert summary.model_call_records == summary.usage_records == 3
+
+    # The wire digest covers the calls made before the answer: the router's and the worker's.
+    end = RunEvent.objects.get(run=run, type="TEXT_MESSAGE_END").payload
+    assert end["totalTokens"] == 3000
+    assert end["cachedPromptTokens"] == end["promptCacheHitTokens"] == 2048
+    assert end["promptCacheMissTokens"] == 352
+    assert end["costSource"] == "catalog_fallback" and end["usageComplete"] is True
+    assert not {"cost", "inputTokens", "outputTokens", "latencyMs", "model"} & set(end)
+
+
+def test_a_failed_run_is_billed_for_the_calls_it_made(alice, redis_queue, deepseek, settings):
+    price_entry(DEEPSEEK, (None, "0.00000028", "0.00000042", "0.000000028"))
+    with FakeOpenAI() as broken:
+        broken.status = 500
+        settings.AGENT_WORKER_MODEL = "openai/gpt-test"
+        settings.OPENAI_API_KEY = "sk-test"
+        settings.OPENAI_BASE_URL = broken.base_url
+        post_run(alice, run_input())
+        work_burst(redis_queue)
+
+    run = Run.objects.get()
+    assert run.status == Run.Status.FAILED
+    [record] = UsageRecord.objects.filter(run=run)
+    assert record.stage == "router" and record.cost == DEEPSEEK_COST
+
+
+def test_a_model_without_a_catalog_price_is_recorded_unpriced_not_free(
+    alice, redis_queue, deepseek
+):
+    post_run(alice, run_input())
+    work_burst(redis_queue)
+
+    run = Run.objects.get()
+    records = UsageRecord.objects.filter(run=run)
+    assert records.count() == 3
+    assert all(r.cost is None and r.input_tokens == 1200 for r in records)
+    assert run_usage_summary(run=run).cost is None
+    assert Decimal(0) not in {r.cost for r in records}
