@@ -88,3 +88,35 @@ def test_a_model_without_a_catalog_price_is_recorded_unpriced_not_free(
     assert all(r.cost is None and r.input_tokens == 1200 for r in records)
     assert run_usage_summary(run=run).cost is None
     assert Decimal(0) not in {r.cost for r in records}
+
+
+def test_a_cancelled_run_is_billed_for_the_calls_it_made(alice, redis_queue, deepseek):
+    """The router's call is recorded as it ends; cancelling the run while the worker's call
+    is in flight (its work-horse is killed) leaves that record, priced."""
+    from tests.agent_runs.test_run_cancel import cancel, wait_for
+    from tests.conftest import start_worker, stop_process
+
+    price_entry(DEEPSEEK, (None, "0.00000028", "0.00000042", "0.000000028"))
+    with FakeOpenAI() as slow_model:
+        slow_model.delay = 30
+        worker = start_worker(
+            AGENT_ROUTER_MODEL=DEEPSEEK,
+            DEEPSEEK_API_KEY="sk-test",
+            DEEPSEEK_BASE_URL=deepseek.base_url,
+            AGENT_WORKER_MODEL="openai/gpt-test",
+            OPENAI_BASE_URL=slow_model.base_url,
+            OPENAI_API_KEY="sk-test",
+        )
+        try:
+            body = run_input()
+            post_run(alice, body)
+            wait_for(lambda: slow_model.requests)  # the worker's call is in flight
+            assert cancel(alice, body["runId"]).json()["status"] == "cancelled"
+        finally:
+            stop_process(worker)
+
+    run = Run.objects.get()
+    assert run.status == Run.Status.CANCELLED
+    [record] = UsageRecord.objects.filter(run=run)
+    assert record.stage == "router" and record.cost == DEEPSEEK_COST
+    assert run_usage_summary(run=run).cost == DEEPSEEK_COST
