@@ -65,6 +65,8 @@ class Command(BaseCommand):
 
     def _start_service(self, *, host: str, port: int) -> None:
         asgi = "config.asgi:application"
+        # Signed URLs name the address the service runs at, unless the operator set one.
+        os.environ.setdefault("PUBLIC_BASE_URL", f"http://{host}:{port}")
         self._spawn(sys.executable, "-m", "daphne", "-b", host, "-p", str(port), asgi)
         self._spawn(sys.executable, "manage.py", "rqworker", settings.AGENT_RUNS_QUEUE)
         url = f"http://{host}:{port}"
