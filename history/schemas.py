@@ -190,6 +190,10 @@ class HistorySnapshotResponse(_Wire):
         data: dict[str, Any] = self.model_dump(mode="json", by_alias=True)
         return data
 
+    def to_wire_json(self) -> str:
+        """The same as ``to_wire``, as JSON text."""
+        return self.model_dump_json(by_alias=True)
+
 
 @dataclass(frozen=True)
 class HistoryQuery:
