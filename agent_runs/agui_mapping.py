@@ -6,7 +6,6 @@ leaves the run's start and end to the caller, who knows whether the reply failed
 """
 
 import json
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,7 +23,6 @@ from agentscope.event import EventType as AgentScopeEventType
 _RESULT_STATUS = {"success": "success", "error": "failure", "interrupted": "partial"}
 # AgentScope's tool through which the worker gives its structured output (AgentOutput).
 STRUCTURED_OUTPUT_TOOL = "GenerateStructuredOutput"
-ANSWER_KEY = re.compile(r'"answer"\s*:\s*"')
 
 
 @dataclass
@@ -40,7 +38,7 @@ class RunMappingState:
     text_started: bool = False
     text: str = ""
     narration: str = ""
-    structured_args: dict[str, str] = field(default_factory=dict)
+    structured_answers: dict[str, "StructuredAnswer"] = field(default_factory=dict)
     tool_names: dict[str, str] = field(default_factory=dict)
     tool_args: dict[str, str] = field(default_factory=dict)
     tool_results: dict[str, str] = field(default_factory=dict)
@@ -59,9 +57,9 @@ def map_agentscope_event(event: Any, state: RunMappingState) -> list[BaseEvent]:
     if kind == AgentScopeEventType.TOOL_CALL_START and event.tool_call_name == (
         STRUCTURED_OUTPUT_TOOL
     ):
-        state.structured_args[tool_call_id] = ""
+        state.structured_answers[tool_call_id] = StructuredAnswer()
         return []
-    if tool_call_id in state.structured_args:
+    if tool_call_id in state.structured_answers:
         if kind == AgentScopeEventType.TOOL_CALL_DELTA:
             return _structured_delta(tool_call_id, event.delta or "", state)
         return []
@@ -105,13 +103,11 @@ def answer_text_events(answer: str, state: RunMappingState) -> list[BaseEvent]:
 
 
 def _structured_delta(tool_call_id: str, delta: str, state: RunMappingState) -> list[BaseEvent]:
-    state.structured_args[tool_call_id] += delta
-    if len(state.structured_args) > 1:
+    answer = state.structured_answers[tool_call_id]
+    new_text = answer.feed(delta)
+    if len(state.structured_answers) > 1 or not new_text:
         return []  # a second attempt at the output: its answer is sent whole at the end
-    answer = partial_json_string_value(state.structured_args[tool_call_id], ANSWER_KEY)
-    if len(answer) <= len(state.text):
-        return []
-    return [*_text_start(state), _text_content(answer[len(state.text) :], state)]
+    return [*_text_start(state), _text_content(new_text, state)]
 
 
 def _text_start(state: RunMappingState) -> list[BaseEvent]:
@@ -135,37 +131,96 @@ def _text_content(delta: str, state: RunMappingState) -> BaseEvent:
     )
 
 
-def partial_json_string_value(raw: str, key: re.Pattern[str]) -> str:
-    """The decoded part, so far, of the string value that ``key`` (a pattern ending at the
-    value's opening quote) introduces in a JSON text that is still arriving. Stops before an
-    escape or a surrogate pair that is not complete yet."""
-    match = key.search(raw)
-    if match is None:
-        return ""
-    body = raw[match.end() :]
-    index = 0
-    safe = 0
-    while index < len(body):
-        char = body[index]
+class StructuredAnswer:
+    """The top-level ``answer`` string of the structured output's JSON arguments, decoded
+    as the pieces arrive, each character looked at once. Escapes split across pieces wait
+    for their end; an ``answer`` key nested in another value is not the answer."""
+
+    def __init__(self) -> None:
+        self.text = ""
+        self._depth = 0
+        self._in_string = False
+        self._escaped = False
+        self._key: list[str] | None = None  # a top-level key being read
+        self._last_key = ""
+        self._expect_value = False
+        self._capturing = False
+        self._escape = ""  # an escape of the answer not complete yet
+        self._done = False
+
+    def feed(self, piece: str) -> str:
+        """The answer text this piece adds."""
+        added: list[str] = []
+        for char in piece:
+            if self._done:
+                break
+            if self._capturing:
+                self._answer_char(char, added)
+            else:
+                self._structure_char(char)
+        new_text = "".join(added)
+        self.text += new_text
+        return new_text
+
+    def _answer_char(self, char: str, added: list[str]) -> None:
+        if self._escape:
+            self._escape += char
+            if not self._escape_complete():
+                return
+            added.append(_decode_escape(self._escape))
+            self._escape = ""
+        elif char == "\\":
+            self._escape = char
+        elif char == '"':
+            self._capturing, self._done = False, True
+        else:
+            added.append(char)
+
+    def _escape_complete(self) -> bool:
+        escape = self._escape
+        if len(escape) < 2 or (escape[1] == "u" and len(escape) < 6):
+            return False
+        if escape[1] == "u" and 0xD800 <= _hex(escape[2:6]) <= 0xDBFF:
+            # The high half of a surrogate pair: its low half follows as another \u escape.
+            return len(escape) >= 12 or (len(escape) > 6 and not "\\u".startswith(escape[6:8]))
+        return True
+
+    def _structure_char(self, char: str) -> None:
+        if self._in_string:
+            if self._escaped:
+                self._escaped = False
+            elif char == "\\":
+                self._escaped = True
+            elif char == '"':
+                self._in_string = False
+                if self._key is not None:
+                    self._last_key = _decode_escape('"' + "".join(self._key) + '"', quoted=True)
+                    self._key = None
+                return
+            if self._key is not None:
+                self._key.append(char)
+            return
+        top = self._depth == 1
         if char == '"':
-            break
-        if char != "\\":
-            index += 1
-            safe = index
-            continue
-        if index + 1 >= len(body):
-            break
-        width = 6 if body[index + 1] == "u" else 2
-        if index + width > len(body):
-            break
-        if width == 6 and 0xD800 <= _hex(body[index + 2 : index + 6]) <= 0xDBFF:
-            if index + 12 > len(body):
-                break  # the high half of a pair: wait for its low half
-            width = 12
-        index += width
-        safe = index
+            if top and self._expect_value and self._last_key == "answer":
+                self._capturing = True
+                return
+            self._in_string = True
+            if top and not self._expect_value:
+                self._key = []
+        elif char in "{[":
+            self._depth += 1
+        elif char in "}]":
+            self._depth -= 1
+        elif char == ":" and top:
+            self._expect_value = True
+        elif char == "," and top:
+            self._expect_value, self._last_key = False, ""
+
+
+def _decode_escape(text: str, *, quoted: bool = False) -> str:
     try:
-        value: str = json.loads(f'"{body[:safe]}"')
+        value: str = json.loads(text if quoted else f'"{text}"')
     except json.JSONDecodeError:
         return ""
     return value

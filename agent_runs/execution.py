@@ -12,6 +12,7 @@ import openai
 from ag_ui.core import RunErrorEvent, RunFinishedEvent, RunStartedEvent
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
+from django.db import DatabaseError
 from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 from redis.exceptions import RedisError
@@ -101,13 +102,20 @@ def _store_usage(run: Run, usage_log: UsageLog) -> None:
     for call in usage_log.drain():
         if call.model_id == DEMO_MODEL_ID:
             continue  # the offline demo model is not a provider: nothing to bill
-        billing_services.usage_record(
-            run=run,
-            stage=usage_log.stage,
-            model_id=call.model_id,
-            usage=call.usage,
-            metadata=call.metadata,
-        )
+        try:
+            billing_services.usage_record(
+                run=run,
+                stage=usage_log.stage,
+                model_id=call.model_id,
+                usage=call.usage,
+                metadata=call.metadata,
+            )
+        except DatabaseError:
+            # The answer matters more than its bookkeeping: keep the call for staff in the
+            # log, and go on with the run.
+            logger.exception(
+                "run %s: usage of a %s call not recorded: %s", run.pk, usage_log.stage, call
+            )
 
 
 def error_code(exc: BaseException) -> str:

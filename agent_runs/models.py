@@ -214,6 +214,9 @@ class UserMemory(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["owner", "content"], name="memory_unique_per_owner")
+        ]
         indexes = [models.Index(fields=["owner", "-created_at"], name="memory_owner_recent")]
         verbose_name_plural = "user memories"
 

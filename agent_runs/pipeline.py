@@ -31,8 +31,6 @@ logger = logging.getLogger(__name__)
 ROUTER_STAGE = "router"
 WORKER_STAGE = "worker"
 MEMORY_STAGE = "memory"
-# AgentScope's tool for a reply's structured output: internal, never a backend tool event.
-STRUCTURED_OUTPUT_TOOL = "GenerateStructuredOutput"
 
 WORKER_SYSTEM_PROMPT = (
     "You are a helpful assistant. Use the tools you have when the request needs them, then "
@@ -211,6 +209,7 @@ def iterate_async(
     ``idle_after`` seconds (the job flushes its pending events then).
     """
     loop = asyncio.new_event_loop()
+    task: asyncio.Task[T] | None = None
 
     async def next_item() -> T:
         return await anext(generator)
@@ -227,6 +226,11 @@ def iterate_async(
             except StopAsyncIteration:
                 return
     finally:
+        # Stopped mid-item (on_idle raised, or a job timeout struck): end that item first,
+        # so the generator can close, which closes the model's stream and records its usage.
+        if task is not None and not task.done():
+            task.cancel()
+            loop.run_until_complete(asyncio.gather(task, return_exceptions=True))
         close = getattr(generator, "aclose", None)
         if close is not None:
             loop.run_until_complete(close())

@@ -162,7 +162,8 @@ class AgentOutput(BaseModel):
 
 class RouteDecision(BaseModel):
     """The router stage's decision: how the worker should handle the turn, and with which of
-    the enabled tools (an empty list means all of them)."""
+    the enabled tools. As the model gives it, an empty or unusable list under ``use_tools``
+    means all of them; ``router_decide`` returns the resolved list (empty: no tools)."""
 
     route: Literal["answer", "use_tools", "clarify"] = Field(
         description="answer: reply directly; use_tools: act with tools; clarify: the request "

@@ -42,20 +42,27 @@ def run_create(*, user: AbstractBaseUser, run_input: RunAgentInput) -> Run:
     """Store the thread (if new), the user message and the queued run; enqueue on commit.
 
     spec/run-agent-input.md, Response. Idempotent per (threadId, runId): the same body
-    returns the existing run, a different body raises ``RunIdConflict``.
+    returns the existing run, a different body raises ``RunIdConflict``. Images are named by
+    their storage place in the stored snapshot (never by a signed URL, a credential), so a
+    retry with a fresh URL for the same image is the same body.
     """
     snapshot = run_input.snapshot()
+    images = _binary_blocks_resolve(user=user, snapshot=snapshot)
     try:
-        return _run_create(user=user, run_input=run_input, snapshot=snapshot)
+        return _run_create(user=user, run_input=run_input, snapshot=snapshot, images=images)
     except IntegrityError:
         # A concurrent request created the same new thread first: retry once, now under
         # that thread's row lock.
-        return _run_create(user=user, run_input=run_input, snapshot=snapshot)
+        return _run_create(user=user, run_input=run_input, snapshot=snapshot, images=images)
 
 
 @transaction.atomic
 def _run_create(
-    *, user: AbstractBaseUser, run_input: RunAgentInput, snapshot: dict[str, Any]
+    *,
+    user: AbstractBaseUser,
+    run_input: RunAgentInput,
+    snapshot: dict[str, Any],
+    images: list[Attachment],
 ) -> Run:
     input_sha256 = snapshot_sha256(snapshot)
     if run_input.forwarded_props.runtime_mode == Run.RuntimeMode.AUTOMATION:
@@ -79,7 +86,6 @@ def _run_create(
     )
     message = run_input.user_message
     blocks = [] if isinstance(message.content, str) else snapshot["messages"][0]["content"]
-    blocks, images = _binary_blocks_resolve(user=user, blocks=blocks)
     message_append(
         thread=thread,
         run=run,
@@ -97,26 +103,29 @@ def _run_create(
     return run
 
 
-def _binary_blocks_resolve(
-    *, user: AbstractBaseUser, blocks: list[dict[str, Any]]
-) -> tuple[list[dict[str, Any]], list[Attachment]]:
-    """The user message's blocks with each image's signed URL turned into its storage
-    place (``bucket``, ``path``), and the attachments, in order (spec/run-agent-input.md,
-    Compatibility Notes). A URL that is not a valid, unexpired signed URL of an object of the
-    caller's is an ``AttachmentUrlInvalid`` (422), before anything is stored."""
-    stored: list[dict[str, Any]] = []
+def _binary_blocks_resolve(*, user: AbstractBaseUser, snapshot: dict[str, Any]) -> list[Attachment]:
+    """Turn each image's signed URL in the snapshot's user message into its storage place
+    (``bucket``, ``path``, the sniffed ``mimeType``), and give the attachments, in order
+    (spec/run-agent-input.md, Compatibility Notes). A URL that is not a valid, unexpired
+    signed URL of an object of the caller's is an ``AttachmentUrlInvalid`` (422), before
+    anything is stored."""
+    content = snapshot["messages"][0].get("content")
+    if not isinstance(content, list):
+        return []
     images: list[Attachment] = []
-    for block in blocks:
+    for index, block in enumerate(content):
         if block.get("type") != "binary":
-            stored.append(block)
             continue
         image = attachment_from_signed_url(user=user, url=block["url"])
         images.append(image)
         kept = {key: value for key, value in block.items() if key != "url"}
-        stored.append(
-            {**kept, "mimeType": image.mime_type, "bucket": image.bucket, "path": image.path}
-        )
-    return stored, images
+        content[index] = {
+            **kept,
+            "mimeType": image.mime_type,
+            "bucket": image.bucket,
+            "path": image.path,
+        }
+    return images
 
 
 def _automation_job_check(snapshot: dict[str, Any]) -> None:
@@ -302,8 +311,11 @@ def user_memory_add(*, user_id: int, content: str, kind: str, run_pk: int | None
     if kind not in UserMemory.Kind.values:
         raise ValueError(f"kind must be one of {UserMemory.Kind.values}")
     with transaction.atomic():
+        # Remembered again: it is news again, so it is the last to go.
         memory, _ = UserMemory.objects.update_or_create(
-            owner_id=user_id, content=content, defaults={"kind": kind, "source_run_id": run_pk}
+            owner_id=user_id,
+            content=content,
+            defaults={"kind": kind, "source_run_id": run_pk, "created_at": timezone.now()},
         )
         stale = UserMemory.objects.filter(owner_id=user_id).order_by("-created_at", "-pk")[
             settings.AGENT_MEMORY_MAX_ITEMS :

@@ -233,7 +233,12 @@ def worker_stage(turn: RunTurn, decision: RouteDecision) -> AgentOutput:
 def memory_stage(turn: RunTurn, output: AgentOutput) -> None:
     """Where the run's agent has it, keep what later runs should know about the user. Best
     effort: the answer is delivered already, so a failure here is logged, not the run's."""
-    if not stage_enabled(run=turn.run, stage=MEMORY_STAGE):
+    try:
+        enabled = stage_enabled(run=turn.run, stage=MEMORY_STAGE)
+    except Exception:  # say, its automation job was deleted since the run was queued
+        logger.exception("memory stage of run %s not started", turn.run.pk)
+        return
+    if not enabled:
         return
     run = turn.run
     turn.emitter.emit(StepStartedEvent(step_name=MEMORY_STAGE, **turn.ids))

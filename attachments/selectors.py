@@ -47,7 +47,9 @@ def attachment_from_signed_url(*, user: AbstractBaseUser, url: str) -> Attachmen
     attachment = Attachment.objects.filter(
         bucket=signed.bucket, path=signed.path, owner_id=user.pk
     ).first()
-    if attachment is None:
+    if attachment is None or not attachment_storage().exists(attachment.storage_name):
+        # A row whose object has gone cannot reach the model either: refuse it now (422)
+        # rather than fail the run later.
         raise AttachmentUrlInvalid("binary content url does not name an attachment of yours")
     return attachment
 

@@ -62,6 +62,11 @@ class PricedCall:
     currency: str
 
 
+# What a usage record's columns hold: a larger number from a provider is treated as unreported.
+MAX_TOKEN_COUNT = 2**31 - 1
+MAX_AMOUNT = Decimal(10) ** 12
+
+
 def normalise_usage(usage: Mapping[str, Any], metadata: Mapping[str, Any]) -> CallUsage:
     """Read one call's usage in the spec's order (5.2): the direct fields first, then the
     provider's raw usage (``metadata``) to fill what is missing."""
@@ -244,16 +249,19 @@ def _path(mapping: Mapping[str, Any], *keys: str) -> Any:
 
 
 def _as_int(value: Any) -> int | None:
-    """A non-negative token count, or ``None`` for anything that is not one."""
+    """A non-negative token count a record can hold, or ``None`` for anything that is not
+    one (a count past what a call can have is a provider's error, not usage)."""
     if isinstance(value, bool) or value is None:
         return None
     if isinstance(value, int):
-        return value if value >= 0 else None
-    if isinstance(value, float):
-        return int(value) if value.is_integer() and value >= 0 else None
-    if isinstance(value, str) and value.strip().isdigit():
-        return int(value.strip())
-    return None
+        count = value
+    elif isinstance(value, float) and value.is_integer():
+        count = int(value)
+    elif isinstance(value, str) and value.strip().isdigit():
+        count = int(value.strip())
+    else:
+        return None
+    return count if 0 <= count <= MAX_TOKEN_COUNT else None
 
 
 def _first_int(*values: Any) -> int | None:
@@ -276,7 +284,7 @@ def _as_decimal(value: Any) -> Decimal | None:
         amount = Decimal(str(value).strip())
     except InvalidOperation:
         return None
-    return amount if amount.is_finite() and amount >= 0 else None
+    return amount if amount.is_finite() and 0 <= amount < MAX_AMOUNT else None
 
 
 def _first_cost(*values: Any) -> Decimal | None:

@@ -210,6 +210,11 @@ STORAGES = {
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
     "attachments": _attachment_storage,
 }
+# Images a model may show in a compiled ui_schema (history/ui_schema.py): URL prefixes,
+# comma-separated; by default only this service's signed URLs.
+UI_SCHEMA_IMAGE_URL_PREFIXES = env_list(
+    "UI_SCHEMA_IMAGE_URL_PREFIXES", [f"{PUBLIC_BASE_URL}/storage/v1/object/sign/"]
+)
 # --- end attachments ------------------------------------------------------------------------
 
 REST_FRAMEWORK = {

@@ -16,6 +16,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from django.conf import settings
 from pydantic import ValidationError
 
 from history.schemas import (
@@ -161,7 +162,13 @@ def _image_node(block: Mapping[str, Any]) -> UiNode | None:
     url = block.get("url")
     if not isinstance(url, str) or len(url) > MAX_URL_CHARS:  # a cut URL is a wrong URL
         return None
-    return ImageNode(url=url.strip(), alt=_clip(block.get("alt"), MAX_LABEL_CHARS) or "")
+    url = url.strip()
+    # The model writes the hints, and a client loads an image's URL as it renders it: only
+    # places the operator trusts (by default this service's signed URLs), never a URL that
+    # could carry the conversation to someone else's server.
+    if not url.startswith(tuple(settings.UI_SCHEMA_IMAGE_URL_PREFIXES)):
+        return None
+    return ImageNode(url=url, alt=_clip(block.get("alt"), MAX_LABEL_CHARS) or "")
 
 
 def _divider_node(block: Mapping[str, Any]) -> UiNode | None:

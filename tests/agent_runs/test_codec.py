@@ -23,12 +23,11 @@ from agentscope.event import (
 )
 
 from agent_runs.agui_mapping import (
-    ANSWER_KEY,
     STRUCTURED_OUTPUT_TOOL,
     RunMappingState,
+    StructuredAnswer,
     answer_text_events,
     map_agentscope_event,
-    partial_json_string_value,
 )
 from agent_runs.codec import EventOrderError, EventSequence, encode_event, sse_frame
 
@@ -173,12 +172,38 @@ def test_text_the_model_writes_beside_its_structured_output_is_not_sent():
         ('{"answer": "a\\u00', "a"),
         ('{"answer": "\\ud83d', ""),  # half of a surrogate pair
         ('{"answer": "\\ud83d\\ude00!", "x": 1}', "\U0001f600!"),
-        ('{"key_points": [], "answer":"done"}', "done"),
+        ('{"key_points": ["answer"], "answer":"done"}', "done"),
+        ('{"ui_hints": {"answer": "nested"}, "answer": "top"}', "top"),
         ('{"status": "success"', ""),
     ],
 )
-def test_a_partial_answer_is_decoded_as_far_as_it_is_complete(raw, expected):
-    assert partial_json_string_value(raw, ANSWER_KEY) == expected
+@pytest.mark.parametrize("piece_size", [1, 3, 1000])
+def test_the_answer_is_decoded_as_far_as_it_has_arrived(raw, expected, piece_size):
+    answer = StructuredAnswer()
+    added = [answer.feed(raw[i : i + piece_size]) for i in range(0, len(raw), piece_size)]
+    assert "".join(added) == answer.text == expected
+
+
+def test_each_character_of_the_arguments_is_looked_at_once():
+    """However the arguments are cut, the work is linear in their length (rescanning what
+    has arrived at every piece made a long answer quadratic)."""
+    looked_at = []
+
+    class Counting(StructuredAnswer):
+        def _answer_char(self, char, added):
+            looked_at.append(char)
+            super()._answer_char(char, added)
+
+        def _structure_char(self, char):
+            looked_at.append(char)
+            super()._structure_char(char)
+
+    raw = '{"key_points": ["x"], "answer": "' + "ab\\n" * 2_000 + '"}'
+    answer = Counting()
+    for i in range(0, len(raw), 4):
+        answer.feed(raw[i : i + 4])
+    assert answer.text == "ab\n" * 2_000
+    assert len(looked_at) == len(raw) - 1  # all but the closing brace, after the answer
 
 
 def mapped_answer(answer, state):

@@ -239,3 +239,23 @@ def test_every_model_call_keeps_the_providers_raw_usage(settings):
     assert call.metadata["prompt_cache_miss_tokens"] == 20
     assert call.metadata["completion_tokens_details"]["reasoning_tokens"] == 12
     assert call.metadata["total_tokens"] == 150
+
+
+def test_remembering_a_fact_again_keeps_one_and_makes_it_the_newest(alice, settings):
+    from agent_runs.services import user_memory_add
+
+    settings.AGENT_MEMORY_MAX_ITEMS = 2
+    from django.contrib.auth import get_user_model
+
+    user_id = get_user_model().objects.get(username="alice").pk
+    first = user_memory_add(user_id=user_id, content="Likes tea", kind="preference", run_pk=None)
+    user_memory_add(user_id=user_id, content="Works in Berlin", kind="fact", run_pk=None)
+    again = user_memory_add(
+        user_id=user_id, content="  Likes   tea ", kind="preference", run_pk=None
+    )
+    user_memory_add(user_id=user_id, content="Has a dog", kind="fact", run_pk=None)
+
+    assert again.pk == first.pk
+    # Only the newest two are kept: the fact remembered again outlives the older one.
+    kept = set(UserMemory.objects.values_list("content", flat=True))
+    assert kept == {"Likes tea", "Has a dog"}

@@ -333,7 +333,9 @@ def test_it_accepts_snake_case_field_names_and_stores_a_camel_case_snapshot(
     assert snapshot["forwardedProps"] == {"runtime_mode": "chat"}
     assert not {"thread_id", "run_id", "forwarded_props"} & set(snapshot)
     binary = snapshot["messages"][0]["content"][1]
-    assert binary == {"type": "binary", "mimeType": "image/png", "url": image_url}
+    # The signed URL (a credential) is not kept: the image is named by its storage place.
+    assert set(binary) == {"type", "mimeType", "bucket", "path"}
+    assert binary["mimeType"] == "image/png" and image_url not in json.dumps(snapshot)
 
 
 # Malformed requests -----------------------------------------------------------------------

@@ -214,3 +214,21 @@ def test_a_run_with_a_strangers_image_is_refused_without_saying_it_exists(
     assert response.status_code == 422
     assert response.json()["detail"] == "binary content url does not name an attachment of yours"
     assert Thread.objects.count() == Run.objects.count() == 0
+
+
+def test_a_retry_with_a_fresh_url_for_the_same_image_is_the_same_run(
+    alice, redis_queue, shared_storage
+):
+    from tests.attachments.conftest import upload
+
+    uploaded = upload(alice, png_bytes()).json()
+    body = image_run(uploaded["url"])
+    first = post_run(alice, body)
+    fresh = signed_url_create(bucket=uploaded["bucket"], path=uploaded["path"], expires_in=60)
+    assert fresh != uploaded["url"]
+    again = post_run(alice, {**body, "messages": image_run(fresh)["messages"]})
+
+    assert first.status_code == again.status_code == 202
+    assert again.json() == first.json()
+    assert Run.objects.count() == Message.objects.count() == 1
+    assert uploaded["url"] not in json.dumps(Run.objects.get().input)

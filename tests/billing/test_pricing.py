@@ -376,3 +376,16 @@ def test_the_usage_summary_dumps_every_spec_field():
     }
     assert spec_fields <= dumped.keys()
     assert dumped["cost"] == "0.000203952"
+
+
+def test_numbers_no_record_can_hold_are_not_usage():
+    """A provider's count past 2**31 - 1 or a cost of 10**12 and more is an error of theirs:
+    it is treated as unreported (the call is then not a complete usage record) instead of
+    failing the write."""
+    call = normalise_usage(
+        {"input_tokens": 2**40, "output_tokens": 5, "cost": "1e15"},
+        {"prompt_tokens": 2**33, "completion_tokens": 5},
+    )
+    assert call.input_tokens is None and call.output_tokens == 5
+    assert call.direct_cost is None
+    assert not call.usage_complete

@@ -144,6 +144,23 @@ def test_a_key_value_block_keeps_pairs_with_a_key_and_a_scalar_value():
     ]
 
 
+@pytest.fixture(autouse=True)
+def _trusted_image_host(settings):
+    settings.UI_SCHEMA_IMAGE_URL_PREFIXES = ["https://cdn.example.com/", "http://cdn.example.com/"]
+
+
+def test_an_image_from_an_untrusted_place_is_dropped(settings):
+    settings.UI_SCHEMA_IMAGE_URL_PREFIXES = ["https://agents.example.com/storage/v1/object/sign/"]
+    blocks = [
+        {"type": "image", "url": "https://evil.example.net/pixel.png?q=secret"},
+        {"type": "image", "url": "https://agents.example.com/storage/v1/object/sign/b/p.png?t=1"},
+    ]
+    schema = ui_schema_compile({"status": "success", "ui_hints": {"blocks": blocks}})
+    assert schema is not None
+    images = [node for node in schema["root"]["children"] if node["type"] == "image"]
+    assert [node["url"] for node in images] == [blocks[1]["url"]]
+
+
 def test_an_image_block_keeps_an_http_url_and_its_alt():
     blocks = [
         {"type": "image", "url": "https://cdn.example.com/a.png", "alt": "A chart"},

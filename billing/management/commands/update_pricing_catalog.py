@@ -43,6 +43,10 @@ class Command(BaseCommand):
             )
         except CatalogError as exc:
             raise CommandError(f"catalog not updated: {exc}") from exc
+        except (ArithmeticError, LookupError, TypeError, ValueError) as exc:
+            # A catalog entry of a shape the mapping does not expect (say, a range that is
+            # not numbers, or a price too large to hold).
+            raise CommandError(f"catalog not updated: malformed price data ({exc!r})") from exc
         for model_id in result.added:
             self.stdout.write(f"added {model_id}", self.style.SUCCESS)
         for model_id in result.changed:
