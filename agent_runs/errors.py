@@ -24,3 +24,7 @@ class RunIdAmbiguous(Exception):
 
     def __init__(self) -> None:
         super().__init__("runId is used in several threads: pass threadId")
+
+
+class RunNoLongerRunning(Exception):
+    """The run was cancelled (or otherwise ended) while its job worked on it."""

@@ -22,16 +22,11 @@ from rq.timeouts import JobTimeoutException
 
 from agent_runs import selectors, services
 from agent_runs.demo_model import DEMO_MODEL_ID
+from agent_runs.errors import RunNoLongerRunning
 from agent_runs.event_log import RunEventEmitter
 from agent_runs.llm import UsageLog
 from agent_runs.models import Message, Run
-from agent_runs.stages import (
-    RunNoLongerRunning,
-    RunTurn,
-    memory_stage,
-    router_stage,
-    worker_stage,
-)
+from agent_runs.stages import RunTurn, memory_stage, router_stage, worker_stage
 from billing import services as billing_services
 
 logger = logging.getLogger(__name__)

@@ -5,9 +5,8 @@ Results are compact facts (ids, status, counts), as spec/sse-events-and-usage.md
 from collections.abc import Callable
 from typing import Any
 
-from agent_runs import services
+from agent_runs import selectors, services
 from agent_runs.calendar_tools import ToolContext, call_sync_tool
-from agent_runs.models import UserMemory
 
 
 def memory_tools(context: ToolContext) -> list[Callable[..., Any]]:
@@ -37,7 +36,7 @@ def _remember(context: ToolContext, content: str, kind: str) -> dict[str, Any]:
     memory = services.user_memory_add(
         user_id=context.user_id, content=content, kind=kind, run_pk=context.run_pk
     )
-    count = UserMemory.objects.filter(owner_id=context.user_id).count()
+    count = selectors.user_memory_count(user_id=context.user_id)
     return {"id": memory.pk, "status": "remembered", "count": count}
 
 

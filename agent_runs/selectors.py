@@ -129,6 +129,10 @@ def user_memory_notes(*, user_id: int, limit: int) -> str:
     return "\n".join(f"[{pk}] {kind}: {content}" for pk, kind, content in rows)
 
 
+def user_memory_count(*, user_id: int) -> int:
+    return UserMemory.objects.filter(owner_id=user_id).count()
+
+
 def user_locale(*, user_id: int) -> str:
     """The user's locale for compiled UI (``UserProfile.settings["locale"]``, else "en")."""
     profile = UserProfile.objects.filter(user_id=user_id).values_list("settings", flat=True).first()

@@ -4,6 +4,8 @@ import logging
 import secrets
 import time
 import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
 from functools import cache, partial
 from typing import Any
 
@@ -23,7 +25,7 @@ from rq.exceptions import InvalidJobOperation, NoSuchJobError
 from rq.job import Job, JobStatus
 
 from agent_runs import selectors
-from agent_runs.errors import RunIdConflict, RunInputInvalid
+from agent_runs.errors import RunIdConflict, RunInputInvalid, RunNoLongerRunning
 from agent_runs.event_log import RunEventEmitter
 from agent_runs.models import ApiToken, Message, Run, Thread, UserMemory, Visibility
 from agent_runs.runtime_config import automation_job_for
@@ -328,3 +330,60 @@ def user_memory_forget(*, user_id: int, memory_id: int) -> bool:
     """Forget one of the user's memories; False when the user has no such memory."""
     deleted, _ = UserMemory.objects.filter(pk=memory_id, owner_id=user_id).delete()
     return deleted > 0
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    """One tool call of a stage, as its tool message keeps it."""
+
+    tool_call_id: str
+    tool_name: str
+    args: str
+    result: str
+
+
+@dataclass(frozen=True)
+class StageAnswer:
+    """The assistant message a stage answered with."""
+
+    message_id: str
+    content: str
+    metadata: dict[str, Any]
+
+
+@transaction.atomic
+def run_stage_messages_store(
+    *, run: Run, stage: str, tool_results: Sequence[ToolResult], answer: StageAnswer | None
+) -> None:
+    """A stage's tool results (kept for the stages' context, never shown in the history) and
+    its answer, in one transaction, while the run is still running: a run cancelled
+    meanwhile keeps nothing (``RunNoLongerRunning``). spec/chat-messages-and-attachments.md,
+    Message Metadata."""
+    if not Run.objects.select_for_update().filter(pk=run.pk, status=Run.Status.RUNNING):
+        raise RunNoLongerRunning(run.pk)
+    thread = Thread.objects.select_for_update().get(pk=run.thread_id)
+    for tool in tool_results:
+        message_append(
+            thread=thread,
+            run=run,
+            role=Message.Role.TOOL,
+            message_id=tool.tool_call_id,
+            content=tool.result,
+            metadata={
+                "run_id": run.run_id,
+                "stage": stage,
+                "message_id": tool.tool_call_id,
+                "tool_name": tool.tool_name,
+                "tool_call_args": tool.args,
+            },
+            visibility=Visibility.CONTEXT,
+        )
+    if answer is not None:
+        message_append(
+            thread=thread,
+            run=run,
+            role=Message.Role.ASSISTANT,
+            message_id=answer.message_id,
+            content=answer.content,
+            metadata=answer.metadata,
+        )

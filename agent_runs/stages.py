@@ -13,17 +13,17 @@ from typing import Any
 from ag_ui.core import StepFinishedEvent, StepStartedEvent, TextMessageEndEvent
 from agentscope.message import DataBlock, Msg, TextBlock
 from django.conf import settings
-from django.db import transaction
 from pydantic import ValidationError
 from rq.timeouts import JobTimeoutException
 
 from agent_runs import selectors, services
 from agent_runs.agui_mapping import RunMappingState, answer_text_events, map_agentscope_event
 from agent_runs.calendar_tools import ToolContext
+from agent_runs.errors import RunNoLongerRunning
 from agent_runs.event_log import RunEventEmitter
 from agent_runs.llm import UsageLog, chat_model_for
 from agent_runs.memory_tools import memory_tools
-from agent_runs.models import Message, Run, Thread, Visibility
+from agent_runs.models import Message, Run, Visibility
 from agent_runs.pipeline import (
     MEMORY_STAGE,
     MEMORY_SYSTEM_PROMPT,
@@ -55,10 +55,6 @@ _ROUTE_HINTS = {
     "use_tools": "",
 }
 _MEMORY_MAX_ITERS = 3
-
-
-class RunNoLongerRunning(Exception):
-    """The run was cancelled while its job worked on it."""
 
 
 @dataclass
@@ -184,15 +180,11 @@ def worker_stage(turn: RunTurn, decision: RouteDecision) -> AgentOutput:
     for event in answer_text_events(output.answer, state):
         turn.emitter.emit(event)
     latency_ms = round((time.monotonic() - started) * 1000)
-    with transaction.atomic():
-        if not Run.objects.select_for_update().filter(pk=run.pk, status=Run.Status.RUNNING):
-            raise RunNoLongerRunning(run.pk)  # cancelled meanwhile: keep nothing
-        thread = Thread.objects.select_for_update().get(pk=run.thread_id)
-        _store_tool_messages(thread=thread, run=run, state=state)
-        services.message_append(
-            thread=thread,
-            run=run,
-            role=Message.Role.ASSISTANT,
+    services.run_stage_messages_store(
+        run=run,
+        stage=WORKER_STAGE,
+        tool_results=_tool_results(state),
+        answer=services.StageAnswer(
             message_id=message_id,
             content=output.answer,
             metadata={
@@ -203,7 +195,8 @@ def worker_stage(turn: RunTurn, decision: RouteDecision) -> AgentOutput:
                 "route": decision.route,
                 "agent_output": output.model_dump(mode="json"),
             },
-        )
+        ),
+    )
     # Sent once the answer is committed: a client that sees it finds the message stored.
     turn.emitter.emit(
         TextMessageEndEvent(
@@ -268,9 +261,9 @@ def memory_stage(turn: RunTurn, output: AgentOutput) -> None:
     finally:
         turn.store_usage(usage_log)
     if state.tool_names:
-        with transaction.atomic():
-            thread = Thread.objects.select_for_update().get(pk=run.thread_id)
-            _store_tool_messages(thread=thread, run=run, state=state)
+        services.run_stage_messages_store(
+            run=run, stage=MEMORY_STAGE, tool_results=_tool_results(state), answer=None
+        )
     turn.emitter.emit(StepFinishedEvent(step_name=MEMORY_STAGE, **turn.ids))
 
 
@@ -293,21 +286,13 @@ def agent_output(final: Msg, state: RunMappingState) -> AgentOutput:
     return AgentOutput(answer=text, status="partial_success")
 
 
-def _store_tool_messages(*, thread: Thread, run: Run, state: RunMappingState) -> None:
-    """Tool results, kept for the stages' context and never shown in the history."""
-    for tool_call_id, tool_name in state.tool_names.items():
-        services.message_append(
-            thread=thread,
-            run=run,
-            role=Message.Role.TOOL,
-            message_id=tool_call_id,
-            content=state.tool_results.get(tool_call_id, ""),
-            metadata={
-                "run_id": run.run_id,
-                "stage": state.stage,
-                "message_id": tool_call_id,
-                "tool_name": tool_name,
-                "tool_call_args": state.tool_args.get(tool_call_id, ""),
-            },
-            visibility=Visibility.CONTEXT,
+def _tool_results(state: RunMappingState) -> list[services.ToolResult]:
+    return [
+        services.ToolResult(
+            tool_call_id=tool_call_id,
+            tool_name=tool_name,
+            args=state.tool_args.get(tool_call_id, ""),
+            result=state.tool_results.get(tool_call_id, ""),
         )
+        for tool_call_id, tool_name in state.tool_names.items()
+    ]
