@@ -84,6 +84,9 @@ def run_execute(*, run_pk: int) -> None:
         if not completed:
             raise RunNoLongerRunning(run.pk)
         emitter.emit(RunFinishedEvent(**ids))
+    except RunNoLongerRunning:
+        # Cancelled while it ran: the cancel ended the run and its stream; nothing failed.
+        logger.info("run %s ended while its job ran (cancelled)", run.pk)
     except Exception as exc:
         logger.exception("run %s failed", run.pk)
         run_fail(run_pk=run.pk, error=traceback.format_exc(), code=error_code(exc), emitter=emitter)

@@ -8,6 +8,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from ag_ui.core import StepFinishedEvent, StepStartedEvent, TextMessageEndEvent
@@ -40,7 +41,7 @@ from agent_runs.pipeline import (
     user_content_with_images,
     worker_reply,
 )
-from agent_runs.runtime_config import stage_config, stage_enabled, tools_for
+from agent_runs.runtime_config import StageConfig, stage_config, stage_enabled, tools_for
 from agent_runs.schemas import AgentOutput, RouteDecision
 from attachments.selectors import attachment_get_for_user, attachment_read
 from billing import selectors as billing_selectors
@@ -76,6 +77,15 @@ class RunTurn:
         return ToolContext(
             user_id=self.run.thread.owner_id, run_pk=self.run.pk, client_time=self.run.client_time
         )
+
+    @cached_property
+    def worker_config(self) -> StageConfig:
+        return stage_config(run=self.run, stage=WORKER_STAGE)
+
+    @cached_property
+    def worker_tools(self) -> list[Callable[..., Any]]:
+        """The tools the worker's config enables (the router chooses among them)."""
+        return tools_for(config=self.worker_config, context=self.tool_context)
 
     def user_content(self) -> str | list[TextBlock | DataBlock]:
         """The user message for the worker: its text, with its images when it has some."""
@@ -119,9 +129,6 @@ def router_stage(turn: RunTurn) -> RouteDecision:
     beyond the step)."""
     turn.emitter.emit(StepStartedEvent(step_name=ROUTER_STAGE, **turn.ids))
     usage_log = UsageLog(stage=ROUTER_STAGE)
-    enabled = tools_for(
-        config=stage_config(run=turn.run, stage=WORKER_STAGE), context=turn.tool_context
-    )
     config = stage_config(run=turn.run, stage=ROUTER_STAGE)
     turn.emitter.flush()  # the model call may take a while
     try:
@@ -131,7 +138,7 @@ def router_stage(turn: RunTurn) -> RouteDecision:
                 messages=conversation(
                     turn.context(Visibility.ROUTER), turn.user_message.content, speaker="worker"
                 ),
-                tools=enabled,
+                tools=turn.worker_tools,
                 system_prompt=instructions(
                     ROUTER_SYSTEM_PROMPT, context=config.context, memory_notes=turn.memory_notes
                 ),
@@ -153,12 +160,8 @@ def worker_stage(turn: RunTurn, decision: RouteDecision) -> AgentOutput:
     state = RunMappingState(
         thread_id=str(run.thread_id), run_id=run.run_id, stage=WORKER_STAGE, message_id=message_id
     )
-    config = stage_config(run=run, stage=WORKER_STAGE)
-    tools = [
-        tool
-        for tool in tools_for(config=config, context=turn.tool_context)
-        if tool.__name__ in decision.tools
-    ]
+    config = turn.worker_config
+    tools = [tool for tool in turn.worker_tools if tool.__name__ in decision.tools]
     usage_log = UsageLog(stage=WORKER_STAGE)
     context = "\n\n".join(part for part in (config.context, _ROUTE_HINTS[decision.route]) if part)
     reply = worker_reply(

@@ -120,20 +120,26 @@ def wait_for_port(port: int, process: subprocess.Popen[bytes]) -> None:
             time.sleep(0.05)
 
 
-def start_daphne(*, redis_url: str) -> tuple[subprocess.Popen[bytes], int]:
-    port = free_port()
+def service_env(**overrides: str) -> dict[str, str]:
+    """The environment of a service process the tests start: the test database, production
+    mode, the test's secret key, and ``overrides``."""
     database = settings.DATABASES["default"]
-    env = dict(
+    return dict(
         os.environ,
         DATABASE_URL=(
             f"postgres://{database['USER']}:{database['PASSWORD']}@{database['HOST']}:"
             f"{database['PORT']}/{database['NAME']}"
         ),
-        REDIS_URL=redis_url,
         DJANGO_DEBUG="false",
         DJANGO_SECRET_KEY=settings.SECRET_KEY,
-        DJANGO_ALLOWED_HOSTS="127.0.0.1",
-        AGENT_SSE_KEEPALIVE_SECONDS="0.3",
+        **overrides,
+    )
+
+
+def start_daphne(*, redis_url: str) -> tuple[subprocess.Popen[bytes], int]:
+    port = free_port()
+    env = service_env(
+        REDIS_URL=redis_url, DJANGO_ALLOWED_HOSTS="127.0.0.1", AGENT_SSE_KEEPALIVE_SECONDS="0.3"
     )
     command = [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port)]
     server = subprocess.Popen([*command, "config.asgi:application"], cwd=settings.BASE_DIR, env=env)
@@ -153,18 +159,7 @@ def stop_process(process: subprocess.Popen[bytes]) -> None:
 def start_worker(**env_overrides: str) -> subprocess.Popen[bytes]:
     """A real `rqworker` process on the test database and Redis (for tests that need a job
     running while the test acts)."""
-    database = settings.DATABASES["default"]
-    env = dict(
-        os.environ,
-        DATABASE_URL=(
-            f"postgres://{database['USER']}:{database['PASSWORD']}@{database['HOST']}:"
-            f"{database['PORT']}/{database['NAME']}"
-        ),
-        REDIS_URL=settings.REDIS_URL,
-        DJANGO_DEBUG="false",
-        DJANGO_SECRET_KEY=settings.SECRET_KEY,
-        **env_overrides,
-    )
+    env = service_env(**{"REDIS_URL": settings.REDIS_URL, **env_overrides})
     command = [sys.executable, "manage.py", "rqworker", settings.AGENT_RUNS_QUEUE]
     return subprocess.Popen(command, cwd=settings.BASE_DIR, env=env)
 

@@ -213,7 +213,7 @@ def test_a_run_with_a_strangers_image_is_refused_without_saying_it_exists(
 
     assert response.status_code == 422
     assert response.json()["detail"] == "binary content url does not name an attachment of yours"
-    assert Thread.objects.count() == Run.objects.count() == 0
+    assert Thread.objects.count() == Run.objects.count() == Message.objects.count() == 0
 
 
 def test_a_retry_with_a_fresh_url_for_the_same_image_is_the_same_run(
@@ -232,3 +232,15 @@ def test_a_retry_with_a_fresh_url_for_the_same_image_is_the_same_run(
     assert again.json() == first.json()
     assert Run.objects.count() == Message.objects.count() == 1
     assert uploaded["url"] not in json.dumps(Run.objects.get().input)
+
+
+def test_a_run_with_an_image_whose_file_has_gone_is_refused(alice, redis_queue, shared_storage):
+    from tests.attachments.conftest import upload
+
+    uploaded = upload(alice, png_bytes()).json()
+    (shared_storage / uploaded["bucket"] / uploaded["path"]).unlink()
+    response = post_run(alice, image_run(uploaded["url"]))
+
+    assert response.status_code == 422
+    assert response.json()["detail"] == "binary content url does not name an attachment of yours"
+    assert Run.objects.count() == 0
