@@ -24,6 +24,7 @@ from agentscope.permission import PermissionBehavior, PermissionDecision
 from agentscope.tool import FunctionTool, Toolkit
 from pydantic import ValidationError
 
+from agent_runs.job_stop import job_stop
 from agent_runs.schemas import AgentOutput, RouteDecision
 
 logger = logging.getLogger(__name__)
@@ -186,7 +187,9 @@ def run_coroutine(coroutine: Coroutine[Any, Any, T]) -> T:
     """Run one coroutine to its end from synchronous code, on a loop of its own."""
     loop = asyncio.new_event_loop()
     try:
-        return loop.run_until_complete(coroutine)
+        task = loop.create_task(coroutine)
+        with job_stop.watching(task):
+            return loop.run_until_complete(task)
     finally:
         # A model stream left half-read (the structured output stops at its last chunk),
         # and the streams inside it that closing it lets go.
@@ -206,7 +209,8 @@ def iterate_async(
     The event loop runs only while the generator computes its next item, so the caller may
     use the ORM between items (Django refuses it while a loop is running in the thread).
     ``on_idle`` is called, with the loop paused, once the generator has been quiet for
-    ``idle_after`` seconds (the job flushes its pending events then).
+    ``idle_after`` seconds (the job flushes its pending events then). A stop request
+    (``job_stop``) cancels the item being computed and raises ``RunStopped``.
     """
     loop = asyncio.new_event_loop()
     task: asyncio.Task[T] | None = None
@@ -216,15 +220,18 @@ def iterate_async(
 
     try:
         while True:
+            job_stop.check()
             task = loop.create_task(next_item())
-            if on_idle is not None:
-                done, _ = loop.run_until_complete(asyncio.wait({task}, timeout=idle_after))
-                if not done:
-                    on_idle()
-            try:
-                yield loop.run_until_complete(task)
-            except StopAsyncIteration:
-                return
+            with job_stop.watching(task):
+                if on_idle is not None:
+                    done, _ = loop.run_until_complete(asyncio.wait({task}, timeout=idle_after))
+                    if not done:
+                        on_idle()
+                try:
+                    item = loop.run_until_complete(task)
+                except StopAsyncIteration:
+                    return
+            yield item
     finally:
         # Stopped mid-item (on_idle raised, or a job timeout struck): end that item first,
         # so the generator can close, which closes the model's stream and records its usage.

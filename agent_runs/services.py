@@ -180,7 +180,7 @@ def message_append(
 @cache
 def runs_queue() -> Queue:
     """The runs queue, made once per process so its Redis connection pool is reused
-    (redis-py pools are thread-safe and reset themselves after a fork)."""
+    (redis-py pools are thread-safe)."""
     return django_rq.get_queue(settings.AGENT_RUNS_QUEUE)
 
 
@@ -238,7 +238,7 @@ _STOP_WAIT_SECONDS = 2.0
 
 def run_cancel(*, run: Run) -> Run:
     """Cancel a run: a queued run never starts; a running run's job is stopped (its
-    work-horse killed, which ends the model call) before the run's stream is ended with
+    model call in flight cancelled) before the run's stream is ended with
     ``RUN_ERROR`` ``code: "cancelled"``, told apart from a failure by its code. A run that
     has already ended is left as it is, so cancelling twice is harmless."""
     with transaction.atomic():
@@ -264,8 +264,8 @@ def run_cancel(*, run: Run) -> Run:
 
 
 def _job_stop(*, job_id: str) -> None:
-    """Have the worker kill the job's work-horse, and wait (briefly) until it is gone, so
-    the horse emits nothing after the run's terminal event."""
+    """Have the worker stop the job (agent_runs/job_stop.py), and wait (briefly) until it
+    has, so the job emits nothing after the run's terminal event."""
     connection = runs_queue().connection
     try:
         send_stop_job_command(connection, job_id)

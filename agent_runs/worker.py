@@ -1,38 +1,50 @@
-"""The RQ worker for runs.
+"""The RQ worker for runs: it runs each job in its own process, without forking.
 
-It imports the job module, and with it AgentScope, in the parent process before any fork,
-and answers one prompt with the demo model there, so each work-horse starts with modules
-loaded and AgentScope's lazy set-up done (DESIGN.md: RQ forks per job).
+A fork per job (RQ's default) cost about 100 ms of a run on this machine: the fork, the
+work-horse's bookkeeping, a new database connection, and caches that died with each horse.
+This worker keeps its connections and caches from one job to the next, and answers one prompt
+with the demo model when it starts, so the first run does not pay AgentScope's lazy set-up.
+
+What the work-horse gave, it gives in-process:
+- **cancel**: RQ's stop-job command reaches ``kill_horse``, which asks the running job to stop
+  (agent_runs/job_stop.py); the model call in flight is cancelled at once.
+- **job timeout**: RQ's death penalty (SIGALRM) works the same in the worker's main thread.
+- **liveness**: a thread beats the job's heartbeat while it runs (a forking worker's parent
+  did that), so the sweeper (``runs_recover``) fails only runs whose worker died.
 """
 
 import gc
 import logging
+import threading
 from typing import Any
 
 from django.conf import settings
-from django.db import connections
-from rq import Worker
+from django.db import close_old_connections
+from rq import SimpleWorker
+from rq.job import Job
+from rq.queue import Queue
 
 import agent_runs.jobs  # noqa: F401 - preloaded on purpose, see the module docstring
 from agent_runs.demo_model import DEMO_MODEL_ID
 from agent_runs.execution import runs_recover
+from agent_runs.job_stop import job_stop
 from agent_runs.llm import chat_model_for
 from agent_runs.pipeline import WORKER_SYSTEM_PROMPT, conversation, iterate_async, worker_reply
 
 logger = logging.getLogger(__name__)
 
-
-class RunWorker(Worker):
+class RunWorker(SimpleWorker):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         sweep = settings.AGENT_RUN_SWEEP_SECONDS
         kwargs["maintenance_interval"] = sweep
         # RQ waits for jobs for (worker_ttl - 15) s before its loop comes round to the
         # maintenance tasks: make that the sweep interval.
         kwargs["worker_ttl"] = min(kwargs.get("worker_ttl") or sweep + 15, sweep + 15)
+        kwargs.setdefault("job_monitoring_interval", settings.AGENT_RUN_HEARTBEAT_SECONDS)
         super().__init__(*args, **kwargs)
 
     def work(self, *args: Any, **kwargs: Any) -> bool:
-        # A demo reply loads and exercises the code every run uses, before anything forks.
+        # A demo reply loads and exercises the code every run uses before the first job.
         model = chat_model_for(DEMO_MODEL_ID)
         reply = worker_reply(
             model=model,
@@ -43,13 +55,43 @@ class RunWorker(Worker):
         )
         for _item in iterate_async(reply):
             pass
-        # Closes the warm-up's database connections too, before anything forks.
         self._recover()
-        # Move everything loaded so far out of the collector's reach: a work-horse's garbage
-        # collections then leave the parent's pages alone instead of copying them.
+        # What is loaded by now lives as long as the process: keep it out of every later
+        # garbage collection's walk.
         gc.collect()
         gc.freeze()
         return bool(super().work(*args, **kwargs))
+
+    def execute_job(self, job: Job, queue: Queue) -> None:
+        job_stop.reset()
+        # A connection the database closed (a restart, an idle timeout) is replaced here
+        # rather than failing the job.
+        close_old_connections()
+        beating = threading.Event()
+        heart = threading.Thread(
+            target=self._beat, args=(job, beating), name="rq-job-heartbeat", daemon=True
+        )
+        heart.start()
+        try:
+            super().execute_job(job, queue)
+        finally:
+            beating.set()
+            heart.join()
+            close_old_connections()
+
+    def _beat(self, job: Job, stopped: threading.Event) -> None:
+        while not stopped.wait(self.job_monitoring_interval):
+            execution = self.execution
+            if execution is None:
+                continue
+            try:
+                self.maintain_heartbeats(job, execution)
+            except Exception:  # a Redis hiccup: the next beat tries again
+                logger.warning("heartbeat of job %s failed", job.id, exc_info=True)
+
+    def kill_horse(self, *args: Any, **kwargs: Any) -> None:
+        """RQ's stop-job command (cancel) and cold shutdown: stop the running job."""
+        job_stop.request()
 
     def run_maintenance_tasks(self) -> None:
         super().run_maintenance_tasks()
@@ -59,11 +101,3 @@ class RunWorker(Worker):
         failed, enqueued = runs_recover()
         if failed or enqueued:
             logger.info("recovered runs: %d failed, %d enqueued again", failed, enqueued)
-        # A connection opened here must not be shared with forked work-horses, and a pool's
-        # threads do not survive a fork: a work-horse lives for one job and connects plainly.
-        connections.close_all()
-        for connection in connections.all():
-            close_pool = getattr(connection, "close_pool", None)  # PostgreSQL only
-            if close_pool is not None:
-                close_pool()
-            connection.settings_dict["OPTIONS"].pop("pool", None)

@@ -110,14 +110,21 @@ REDIS_URL = env_str("REDIS_URL") or f"unix://{EMBEDDED_REDIS_SOCKET}"
 
 AGENT_RUNS_QUEUE = "runs"
 AGENT_RUN_JOB_TIMEOUT = env_int("AGENT_RUN_JOB_TIMEOUT", 600, minimum=1)
-# A running run whose job has not beaten for this long belongs to a dead worker
-# (RQ beats every 30 s); workers look for such runs this often.
+# A running run whose job has not beaten for this long belongs to a dead worker;
+# workers look for such runs this often.
 AGENT_RUN_STALE_SECONDS = env_int("AGENT_RUN_STALE_SECONDS", 120, minimum=1)
 AGENT_RUN_SWEEP_SECONDS = env_int("AGENT_RUN_SWEEP_SECONDS", 30, minimum=5)
+# How often a worker renews the heartbeat of the job it runs.
+AGENT_RUN_HEARTBEAT_SECONDS = env_int("AGENT_RUN_HEARTBEAT_SECONDS", 10, minimum=1)
+if AGENT_RUN_HEARTBEAT_SECONDS >= AGENT_RUN_STALE_SECONDS:
+    raise ImproperlyConfigured(
+        "AGENT_RUN_HEARTBEAT_SECONDS must be shorter than AGENT_RUN_STALE_SECONDS, or every "
+        "long run would look dead"
+    )
 RQ_QUEUES = {
     AGENT_RUNS_QUEUE: {"URL": REDIS_URL, "DEFAULT_TIMEOUT": AGENT_RUN_JOB_TIMEOUT},
 }
-# The worker class imports AgentScope before it forks (see agent_runs/worker.py).
+# The worker runs jobs in its own process, warm (see agent_runs/worker.py).
 RQ = {"WORKER_CLASS": "agent_runs.worker.RunWorker"}
 
 # Models (DESIGN.md, "Model configuration"): "demo" runs offline with no key.

@@ -45,7 +45,12 @@ def test_cancelling_a_running_run_stops_its_model_call_and_ends_its_stream(
             took = time.monotonic() - started
             run = Run.objects.get(run_id=body["runId"])
             job = Job.fetch(str(run.task_id), connection=redis_queue.connection)
-            assert job.get_status() == JobStatus.STOPPED  # its work-horse was killed
+            assert job.get_status() == JobStatus.STOPPED  # stopped, not finished
+
+            # The worker stopped the job, not itself: it runs the thread's next run.
+            slow_model.delay = 0
+            post_run(alice, run_input(threadId=body["threadId"], runId="after-cancel"))
+            wait_for(lambda: Run.objects.get(run_id="after-cancel").status == "completed")
         finally:
             stop_process(worker)
 
@@ -55,10 +60,12 @@ def test_cancelling_a_running_run_stops_its_model_call_and_ends_its_stream(
     run = Run.objects.get(run_id=body["runId"])
     assert run.status == Run.Status.CANCELLED
     assert not Message.objects.filter(run=run, role="assistant").exists()
-    stream = read_sse(daphne_port, body["threadId"], token=alice_token)
-    assert stream.types[0] == "RUN_STARTED" and stream.types[-1] == "RUN_ERROR"
-    assert stream.events[-1]["data"]["code"] == "cancelled"
-    assert "RUN_FINISHED" not in stream.types
+    stream = read_sse(daphne_port, body["threadId"], token=alice_token, query={"lastEventId": "0"})
+    events = [frame for frame in stream.events if frame["data"]["runId"] == body["runId"]]
+    types = [frame["event"] for frame in events]
+    assert types[0] == "RUN_STARTED" and types[-1] == "RUN_ERROR"
+    assert events[-1]["data"]["code"] == "cancelled"
+    assert "RUN_FINISHED" not in types
 
 
 def test_a_cancelled_queued_run_never_starts_and_the_next_run_goes_on(
@@ -104,6 +111,34 @@ def test_a_stranger_cannot_cancel_and_a_reused_run_id_needs_its_thread(alice, bo
     assert ambiguous.json() == {"detail": "runId is used in several threads: pass threadId"}
     assert cancel(alice, "same", threadId=first["threadId"]).json()["status"] == "cancelled"
     assert Run.objects.filter(status=Run.Status.QUEUED).count() == 1
+
+
+def test_a_long_run_keeps_beating_so_the_sweeper_leaves_it_running(
+    alice, redis_queue, settings
+):
+    from agent_runs.execution import runs_recover
+
+    with FakeOpenAI() as slow_model:
+        slow_model.delay = 30
+        worker = start_worker(
+            AGENT_WORKER_MODEL="openai/gpt-test",
+            OPENAI_BASE_URL=slow_model.base_url,
+            OPENAI_API_KEY="sk-test",
+            AGENT_RUN_HEARTBEAT_SECONDS="1",
+            AGENT_RUN_STALE_SECONDS="3",
+        )
+        try:
+            body = run_input()
+            post_run(alice, body)
+            wait_for(lambda: slow_model.requests)
+            settings.AGENT_RUN_STALE_SECONDS = 3
+            time.sleep(4.5)  # longer than a run may go without a heartbeat
+
+            assert runs_recover() == (0, 0)
+            assert Run.objects.get(run_id=body["runId"]).status == Run.Status.RUNNING
+            assert cancel(alice, body["runId"]).json()["status"] == "cancelled"
+        finally:
+            stop_process(worker)
 
 
 def test_a_killed_workers_run_is_failed_by_the_sweeper_and_the_next_run_proceeds(
