@@ -173,8 +173,9 @@ def runs_recover() -> tuple[int, int]:
 
     A ``running`` run whose job shows no sign of life is failed with ``RUN_ERROR``
     (``worker_lost``): its job's heartbeat (its worker beats every
-    ``AGENT_RUN_HEARTBEAT_SECONDS`` while the job runs) is older than ``AGENT_RUN_STALE_SECONDS``, or Redis no longer has the job, or the run has
-    outlived the job timeout. Then every thread with queued runs and none running gets its
+    ``AGENT_RUN_HEARTBEAT_SECONDS`` while the job runs) is older than
+    ``AGENT_RUN_STALE_SECONDS``, or Redis no longer has the job, or the run has outlived the
+    job timeout. Then every thread with queued runs and none running gets its
     next run enqueued, unless that run's job is still waiting. Workers run this when they
     start and every ``AGENT_RUN_SWEEP_SECONDS``. Returns (failed, enqueued).
     """

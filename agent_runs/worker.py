@@ -33,6 +33,7 @@ from agent_runs.pipeline import WORKER_SYSTEM_PROMPT, conversation, iterate_asyn
 
 logger = logging.getLogger(__name__)
 
+
 class RunWorker(SimpleWorker):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         sweep = settings.AGENT_RUN_SWEEP_SECONDS
