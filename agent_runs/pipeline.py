@@ -4,6 +4,7 @@ the turn is handled and with which tools, the worker answers with a structured o
 
 import asyncio
 import base64
+import inspect
 import logging
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Sequence
 from typing import Any, TypeVar
@@ -24,6 +25,7 @@ from agentscope.permission import PermissionBehavior, PermissionDecision
 from agentscope.tool import FunctionTool, Toolkit
 from pydantic import ValidationError
 
+from agent_runs import agentscope_tuning
 from agent_runs.job_stop import job_stop
 from agent_runs.schemas import AgentOutput, RouteDecision
 
@@ -54,6 +56,7 @@ _ROUTES_WITHOUT_TOOLS = {"answer", "clarify"}
 _AGENT_OUTPUT_SCHEMA = AgentOutput.model_json_schema()
 
 T = TypeVar("T")
+agentscope_tuning.apply()
 # Backend tools run without asking: without a permission AgentScope stops the reply to ask
 # the user (DESIGN.md).
 _ALLOWED = PermissionDecision(behavior=PermissionBehavior.ALLOW, message="backend tool")
@@ -172,10 +175,34 @@ def _agent(
         name=name,
         system_prompt=system_prompt,
         model=model,
-        toolkit=Toolkit(tools=[FunctionTool(tool, permission=_ALLOWED) for tool in tools]),
+        toolkit=Toolkit(tools=[_function_tool(tool) for tool in tools]),
         react_config=ReActConfig(max_iters=max_iters, structured_output_grace_iters=1),
         # Without this AgentScope appends a runtime-state hint block to every prompt.
         injection_config=InjectionConfig(inject_runtime_state=False),
+    )
+
+
+# (code, name) -> (description, input schema) of a tool function, see _function_tool.
+_TOOL_SPECS: dict[tuple[Any, str], tuple[str, dict[str, Any]]] = {}
+
+
+def _function_tool(tool: Callable[..., Any]) -> FunctionTool:
+    """The tool for AgentScope. It derives a tool's description and JSON schema from the
+    function's signature and docstring (a pydantic model built each time, about 2 ms a
+    tool); a run's tools are closures over the run, made anew each run from the same code,
+    so that is done once per code."""
+    code = getattr(inspect.unwrap(tool), "__code__", None)
+    if code is None:
+        return FunctionTool(tool, permission=_ALLOWED)
+    key = (code, tool.__name__)
+    spec = _TOOL_SPECS.get(key)
+    if spec is None:
+        first = FunctionTool(tool, permission=_ALLOWED)
+        _TOOL_SPECS[key] = (first.description, first.input_schema)
+        return first
+    description, input_schema = spec
+    return FunctionTool(
+        tool, description=description, input_schema=input_schema, permission=_ALLOWED
     )
 
 

@@ -1,0 +1,79 @@
+"""Costs AgentScope 2.0 pays on every tool call, taken away without changing what it does.
+
+A profile of a one-tool-call run on the instant demo model (README, "Whole runs") found a
+quarter of the worker's CPU in two places:
+
+- ``Agent._execute_tool_call`` validates each tool input with ``jsonschema.validate``, which
+  first checks the *schema* against the JSON Schema meta-schema, every call (about 4 ms for
+  the structured output's schema). Here a validator is built, and its schema checked, once
+  per distinct schema; the input is validated exactly as before.
+- The structured-output tool deep-copies its JSON schema on every look at it, and the agent
+  looks about fifty times a run (each listing of the available tools wraps every tool
+  anew). Here the copy is made once per tool, that is once per reply.
+- Each toolkit's meta tool (``ResetTools``) builds a pydantic model to describe the tool
+  groups whenever its schema is read (eight times a run). Here the schema is made once per
+  set of groups: it depends on nothing else.
+
+``apply()`` is called when the pipeline is imported; it touches only AgentScope's agent
+module, not jsonschema for anyone else. Both are checked by tests/agent_runs/
+test_agentscope_tuning.py, which fail if an AgentScope upgrade moves what they rely on.
+"""
+
+import json
+from functools import lru_cache
+from types import SimpleNamespace
+from typing import Any
+
+import jsonschema
+from agentscope.agent import _agent as agentscope_agent_module
+from agentscope.agent._structured_output_tool import _GenerateStructuredOutput
+from agentscope.tool import _toolkit as agentscope_toolkit_module
+from agentscope.tool._builtin import ResetTools
+
+
+@lru_cache(maxsize=256)
+def _validator_for(schema_json: str) -> Any:
+    schema = json.loads(schema_json)
+    cls = jsonschema.validators.validator_for(schema)
+    cls.check_schema(schema)
+    return cls(schema)
+
+
+def validate(instance: Any, schema: dict[str, Any]) -> None:
+    """``jsonschema.validate``, with the schema checked once rather than every call."""
+    key = json.dumps(schema, sort_keys=True, default=str)
+    error = jsonschema.exceptions.best_match(_validator_for(key).iter_errors(instance))
+    if error is not None:
+        raise error
+
+
+class StructuredOutputTool(_GenerateStructuredOutput):
+    """AgentScope's structured-output tool, with its input schema made once."""
+
+    @property
+    def input_schema(self) -> dict[str, Any]:  # type: ignore[override]
+        cached: dict[str, Any] | None = self.__dict__.get("_input_schema")
+        if cached is None:
+            cached = self.__dict__["_input_schema"] = super().input_schema
+        return cached
+
+
+class MetaTool(ResetTools):
+    """AgentScope's meta tool, with its input schema made once per set of tool groups."""
+
+    _schemas: dict[tuple[tuple[str, str], ...], dict[str, Any]] = {}
+
+    @property
+    def input_schema(self) -> dict[str, Any]:  # type: ignore[override]
+        key = tuple((group.name, group.description) for group in self.groups)
+        schema = self._schemas.get(key)
+        if schema is None:
+            schema = self._schemas[key] = super().input_schema
+        return schema
+
+
+def apply() -> None:
+    checks = SimpleNamespace(validate=validate, ValidationError=jsonschema.ValidationError)
+    setattr(agentscope_agent_module, "jsonschema", checks)  # noqa: B010 - a module's global
+    setattr(agentscope_agent_module, "_GenerateStructuredOutput", StructuredOutputTool)  # noqa: B010
+    setattr(agentscope_toolkit_module, "ResetTools", MetaTool)  # noqa: B010
