@@ -2,14 +2,17 @@
 
 import os
 
-from django.core.asgi import get_asgi_application
+import django
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
-django_asgi_app = get_asgi_application()
+django.setup(set_prefix=False)
 
 from channels.routing import ProtocolTypeRouter  # noqa: E402 - needs the Django app set up first
 
 from agent_runs.sse_app import with_event_stream  # noqa: E402
+from config.asgi_handler import SyncChainASGIHandler  # noqa: E402
 from config.static import with_static_files  # noqa: E402
+
+django_asgi_app = SyncChainASGIHandler()
 
 application = ProtocolTypeRouter({"http": with_static_files(with_event_stream(django_asgi_app))})

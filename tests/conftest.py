@@ -136,10 +136,15 @@ def service_env(**overrides: str) -> dict[str, str]:
     )
 
 
-def start_daphne(*, redis_url: str) -> tuple[subprocess.Popen[bytes], int]:
+def start_daphne(*, redis_url: str, **env_overrides: str) -> tuple[subprocess.Popen[bytes], int]:
     port = free_port()
     env = service_env(
-        REDIS_URL=redis_url, DJANGO_ALLOWED_HOSTS="127.0.0.1", AGENT_SSE_KEEPALIVE_SECONDS="0.3"
+        **{
+            "REDIS_URL": redis_url,
+            "DJANGO_ALLOWED_HOSTS": "127.0.0.1",
+            "AGENT_SSE_KEEPALIVE_SECONDS": "0.3",
+            **env_overrides,
+        }
     )
     command = [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port)]
     server = subprocess.Popen([*command, "config.asgi:application"], cwd=settings.BASE_DIR, env=env)

@@ -1,0 +1,64 @@
+"""Django's ASGI handler, with each request's synchronous work done in one trip to a thread.
+
+Django's own ``ASGIHandler`` runs the middleware chain in async mode: every middleware here
+is a synchronous one that Django adapts, so each of its methods is a hop to a thread and
+back, and the request signals are hops of their own; a run's POST made about fifteen such
+hops, which cost more CPU than the view, its queries and the enqueue together (README,
+"Benchmarks"). This handler loads the chain in synchronous mode, as a WSGI server would run
+it, and calls it once per request on the shared executor: the request signals, the
+middleware, the view and, for an ordinary response, its closing, all in the same thread, so
+the database connection the request used goes back to the pool in the thread that took it.
+
+Everything else is Django's: reading the body, building the request, sending the response
+(a streaming one is iterated by Django as usual, and closed afterwards).
+"""
+
+from typing import Any, cast
+
+from asgiref.sync import sync_to_async
+from django.core import signals
+from django.core.exceptions import RequestAborted
+from django.core.handlers.asgi import ASGIHandler, get_script_prefix
+from django.core.handlers.base import BaseHandler
+from django.http import FileResponse, HttpResponseBase
+from django.urls import set_script_prefix
+
+
+class SyncChainASGIHandler(ASGIHandler):
+    def __init__(self) -> None:
+        BaseHandler.__init__(self)
+        self.load_middleware(is_async=False)
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            raise ValueError(f"Django can only handle ASGI/HTTP connections, not {scope['type']}.")
+        try:
+            body_file = await self.read_body(receive)
+        except RequestAborted:
+            return
+        try:
+            response = await sync_to_async(self._respond, thread_sensitive=False)(scope, body_file)
+            try:
+                await self.send_response(response, send)
+            finally:
+                if response.streaming:
+                    await sync_to_async(response.close, thread_sensitive=False)()
+        finally:
+            body_file.close()
+
+    def _respond(self, scope: dict[str, Any], body_file: Any) -> HttpResponseBase:
+        set_script_prefix(get_script_prefix(scope))
+        signals.request_started.send(sender=self.__class__, scope=scope)
+        request, error_response = self.create_request(scope, body_file)
+        if request is None:
+            response = cast(HttpResponseBase, error_response)
+        else:
+            response = self.get_response(request)
+            response._handler_class = self.__class__  # type: ignore[attr-defined]  # as Django does
+            if isinstance(response, FileResponse):
+                response.block_size = self.chunk_size
+        if not response.streaming:
+            # The content is in memory: close now, in this thread (request_finished gives the
+            # request's database connection back).
+            response.close()
+        return response
