@@ -61,8 +61,8 @@ def run_execute(*, run_pk: int) -> None:
     if not run_claim(run_pk=run_pk):
         logger.info("run %s is not claimable now (taken, finished or waiting its turn)", run_pk)
         return
-    run = Run.objects.select_related("thread").get(pk=run_pk)
-    emitter = RunEventEmitter(run=run)
+    run, last_event_id = selectors.run_for_execution(run_pk=run_pk)
+    emitter = RunEventEmitter(run=run, previous_id=last_event_id)
     ids = {"thread_id": str(run.thread_id), "run_id": run.run_id}
     try:
         emitter.emit(RunStartedEvent(**ids))
@@ -94,9 +94,10 @@ def run_execute(*, run_pk: int) -> None:
         services.run_dispatch_next(thread_id=run.thread_id)
 
 
-def _store_usage(run: Run, usage_log: UsageLog) -> None:
+def _store_usage(run: Run, usage_log: UsageLog) -> int:
     """Record the model calls a stage made since the last time (a failed or cancelled run is
-    billed for the calls it made too), each in its own short transaction."""
+    billed for the calls it made too), each in its own short transaction; how many were."""
+    recorded = 0
     for call in usage_log.drain():
         if call.model_id == DEMO_MODEL_ID:
             continue  # the offline demo model is not a provider: nothing to bill
@@ -108,12 +109,14 @@ def _store_usage(run: Run, usage_log: UsageLog) -> None:
                 usage=call.usage,
                 metadata=call.metadata,
             )
+            recorded += 1
         except DatabaseError:
             # The answer matters more than its bookkeeping: keep the call for staff in the
             # log, and go on with the run.
             logger.exception(
                 "run %s: usage of a %s call not recorded: %s", run.pk, usage_log.stage, call
             )
+    return recorded
 
 
 def error_code(exc: BaseException) -> str:

@@ -1,11 +1,12 @@
 """Reads and access checks. A thread that is not the caller's is a 404, never a 403."""
 
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.db.models import F, Max
+from django.db.models import F, Max, OuterRef, Subquery
 from django.http import Http404
 
 from agent_runs.codec import TERMINAL_TYPES
@@ -42,6 +43,18 @@ def run_get_for_user(
     if len(found) > 1:
         raise RunIdAmbiguous()
     return found[0]
+
+
+def run_for_execution(*, run_pk: int) -> tuple[Run, int]:
+    """A run with its thread, and its thread's last event id (0 for none: the emitter's
+    starting point), in one query."""
+    last_event = RunEvent.objects.filter(thread_id=OuterRef("thread_id")).order_by("-pk")
+    run = (
+        Run.objects.select_related("thread")
+        .annotate(thread_last_event_id=Subquery(last_event.values("pk")[:1]))
+        .get(pk=run_pk)
+    )
+    return run, run.thread_last_event_id or 0
 
 
 def run_next_queued(*, thread_id: uuid.UUID) -> Run | None:
@@ -92,27 +105,51 @@ def context_messages(
     that fit in ``token_budget`` (about four characters a token). A tool result becomes an
     assistant note naming the tool, since a model's context takes tool results only right
     after its own calls."""
+    return context_messages_for(
+        thread_id=thread_id, before_seq=before_seq, consumers=[consumer], token_budget=token_budget
+    )[consumer]
+
+
+def context_messages_for(
+    *,
+    thread_id: uuid.UUID,
+    before_seq: int,
+    consumers: Sequence[Visibility],
+    token_budget: int,
+) -> dict[Visibility, list[tuple[str, str]]]:
+    """``context_messages`` for several consumers (the stages of a run), in one query."""
+    any_of = 0
+    for consumer in consumers:
+        any_of |= int(consumer)
     rows = (
         Message.objects.filter(
             thread_id=thread_id,
             seq__lt=before_seq,
             role__in=[Message.Role.USER, Message.Role.ASSISTANT, Message.Role.TOOL],
         )
-        .alias(visible=F("visibility_mask").bitand(int(consumer)))
+        .alias(visible=F("visibility_mask").bitand(any_of))
         .filter(visible__gt=0)
         .order_by("-seq")
-        .values_list("role", "content", "metadata")[:_CONTEXT_MESSAGES_MAX]
+        .values_list("role", "content", "metadata", "visibility_mask")[
+            : _CONTEXT_MESSAGES_MAX * len(consumers)
+        ]
     )
-    chosen: list[tuple[str, str]] = []
-    spent = 0
-    for role, content, metadata in rows:
-        if role == Message.Role.TOOL:
-            role, content = "assistant", f"[{metadata.get('tool_name', 'tool')} result] {content}"
-        spent += len(content) // 4 + 4
-        if spent > token_budget:
-            break
-        chosen.append((role, content))
-    return chosen[::-1]
+    contexts: dict[Visibility, list[tuple[str, str]]] = {}
+    for consumer in consumers:
+        chosen: list[tuple[str, str]] = []
+        spent = 0
+        for role, content, metadata, mask in rows:
+            if not mask & int(consumer):
+                continue
+            if role == Message.Role.TOOL:
+                tool = metadata.get("tool_name", "tool")
+                role, content = "assistant", f"[{tool} result] {content}"
+            spent += len(content) // 4 + 4
+            if spent > token_budget or len(chosen) == _CONTEXT_MESSAGES_MAX:
+                break
+            chosen.append((role, content))
+        contexts[consumer] = chosen[::-1]
+    return contexts
 
 
 _CONTEXT_MESSAGES_MAX = 200

@@ -5,7 +5,7 @@ import secrets
 import time
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache, partial
 from typing import Any
 
@@ -70,11 +70,12 @@ def _run_create(
     if run_input.forwarded_props.runtime_mode == Run.RuntimeMode.AUTOMATION:
         _automation_job_check(snapshot)
     thread, thread_created = _thread_lock_or_create(user=user, thread_id=run_input.thread_id)
-    existing = Run.objects.filter(thread=thread, run_id=run_input.run_id).first()
-    if existing is not None:
-        if existing.input_sha256 != input_sha256:
-            raise RunIdConflict()
-        return existing
+    if not thread_created:
+        existing = Run.objects.filter(thread=thread, run_id=run_input.run_id).first()
+        if existing is not None:
+            if existing.input_sha256 != input_sha256:
+                raise RunIdConflict()
+            return existing
     props = run_input.forwarded_props
     run = Run.objects.create(
         thread=thread,
@@ -88,9 +89,7 @@ def _run_create(
     )
     message = run_input.user_message
     blocks = [] if isinstance(message.content, str) else snapshot["messages"][0]["content"]
-    message_append(
-        thread=thread,
-        run=run,
+    user_message = MessageDraft(
         role=Message.Role.USER,
         message_id=message.id,
         content=user_text(message.content),
@@ -101,6 +100,7 @@ def _run_create(
             **user_message_attachments_metadata(images),
         },
     )
+    messages_append(thread=thread, run=run, drafts=[user_message])
     transaction.on_commit(partial(run_enqueue, run=run))
     return run
 
@@ -149,31 +149,40 @@ def _thread_lock_or_create(*, user: AbstractBaseUser, thread_id: Any) -> tuple[T
     return thread, False
 
 
-def message_append(
-    *,
-    thread: Thread,
-    run: Run | None,
-    role: Message.Role,
-    message_id: str,
-    content: str,
-    content_blocks: list[Any] | None = None,
-    metadata: dict[str, Any] | None = None,
-    visibility: Visibility = Visibility.ALL,
-) -> Message:
-    """Append a message with the thread's next ``seq``. The caller holds the thread's row
-    lock (``select_for_update``) inside a transaction."""
-    thread.last_seq += 1
+@dataclass(frozen=True)
+class MessageDraft:
+    """A message to append to a thread (its ``seq`` comes from the thread)."""
+
+    role: Message.Role
+    message_id: str
+    content: str
+    content_blocks: list[Any] = field(default_factory=list)
+    metadata: dict[str, Any] = field(default_factory=dict)
+    visibility: Visibility = Visibility.ALL
+
+
+def messages_append(*, thread: Thread, run: Run | None, drafts: Sequence[MessageDraft]) -> None:
+    """Append messages with the thread's next ``seq`` numbers, in two statements however
+    many there are. The caller holds the thread's row lock (``select_for_update``, or it
+    created the thread) inside a transaction."""
+    first_seq = thread.last_seq + 1
+    thread.last_seq += len(drafts)
     thread.save(update_fields=["last_seq", "updated_at"])
-    return Message.objects.create(
-        thread=thread,
-        run=run,
-        seq=thread.last_seq,
-        message_id=message_id,
-        role=role,
-        content=content,
-        content_blocks=content_blocks or [],
-        metadata=metadata or {},
-        visibility_mask=int(visibility),
+    Message.objects.bulk_create(
+        [
+            Message(
+                thread=thread,
+                run=run,
+                seq=first_seq + index,
+                message_id=draft.message_id,
+                role=draft.role,
+                content=draft.content,
+                content_blocks=draft.content_blocks,
+                metadata=draft.metadata,
+                visibility_mask=int(draft.visibility),
+            )
+            for index, draft in enumerate(drafts)
+        ]
     )
 
 
@@ -359,13 +368,16 @@ def run_stage_messages_store(
     its answer, in one transaction, while the run is still running: a run cancelled
     meanwhile keeps nothing (``RunNoLongerRunning``). spec/chat-messages-and-attachments.md,
     Message Metadata."""
-    if not Run.objects.select_for_update().filter(pk=run.pk, status=Run.Status.RUNNING):
+    # One statement locks both rows: the run (against a cancel) and its thread (for seq).
+    thread = (
+        Thread.objects.select_for_update()
+        .filter(pk=run.thread_id, runs__pk=run.pk, runs__status=Run.Status.RUNNING)
+        .first()
+    )
+    if thread is None:
         raise RunNoLongerRunning(run.pk)
-    thread = Thread.objects.select_for_update().get(pk=run.thread_id)
-    for tool in tool_results:
-        message_append(
-            thread=thread,
-            run=run,
+    drafts = [
+        MessageDraft(
             role=Message.Role.TOOL,
             message_id=tool.tool_call_id,
             content=tool.result,
@@ -378,12 +390,16 @@ def run_stage_messages_store(
             },
             visibility=Visibility.CONTEXT,
         )
+        for tool in tool_results
+    ]
     if answer is not None:
-        message_append(
-            thread=thread,
-            run=run,
-            role=Message.Role.ASSISTANT,
-            message_id=answer.message_id,
-            content=answer.content,
-            metadata=answer.metadata,
+        drafts.append(
+            MessageDraft(
+                role=Message.Role.ASSISTANT,
+                message_id=answer.message_id,
+                content=answer.content,
+                metadata=answer.metadata,
+            )
         )
+    if drafts:
+        messages_append(thread=thread, run=run, drafts=drafts)

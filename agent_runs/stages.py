@@ -66,7 +66,12 @@ class RunTurn:
     emitter: RunEventEmitter
     user_message: Message
     memory_notes: str
-    store_usage: Callable[[UsageLog], None]
+    # Records the calls a usage log holds; gives how many it recorded.
+    store_usage: Callable[[UsageLog], int]
+    recorded_calls: int = 0
+
+    def record_usage(self, usage_log: UsageLog) -> None:
+        self.recorded_calls += self.store_usage(usage_log)
 
     @property
     def ids(self) -> dict[str, str]:
@@ -99,10 +104,15 @@ class RunTurn:
         return user_content_with_images(self.user_message.content, images)
 
     def context(self, consumer: Visibility) -> list[tuple[str, str]]:
-        return selectors.context_messages(
+        return self._contexts[consumer]
+
+    @cached_property
+    def _contexts(self) -> dict[Visibility, list[tuple[str, str]]]:
+        """The router's and the worker's context, read together."""
+        return selectors.context_messages_for(
             thread_id=self.run.thread_id,
             before_seq=self.user_message.seq,
-            consumer=consumer,
+            consumers=[Visibility.ROUTER, Visibility.WORKER],
             token_budget=settings.AGENT_CONTEXT_TOKEN_BUDGET,
         )
 
@@ -112,7 +122,7 @@ class RunTurn:
 
         def on_idle() -> None:
             self.emitter.flush()
-            self.store_usage(usage_log)
+            self.record_usage(usage_log)
 
         final = None
         for item in iterate_async(reply, on_idle=on_idle):
@@ -145,7 +155,7 @@ def router_stage(turn: RunTurn) -> RouteDecision:
             )
         )
     finally:
-        turn.store_usage(usage_log)
+        turn.record_usage(usage_log)
     turn.emitter.emit(StepFinishedEvent(step_name=ROUTER_STAGE, **turn.ids))
     return decision
 
@@ -176,7 +186,7 @@ def worker_stage(turn: RunTurn, decision: RouteDecision) -> AgentOutput:
     try:
         final = turn.drive(reply, state, usage_log)
     finally:
-        turn.store_usage(usage_log)
+        turn.record_usage(usage_log)
     if final is None:
         raise RuntimeError("the agent ended its reply without a final message")
     output = agent_output(final, state)
@@ -217,7 +227,7 @@ def worker_stage(turn: RunTurn, decision: RouteDecision) -> AgentOutput:
                 locale=selectors.user_locale(user_id=run.thread.owner_id),
             ),
             # The usage of the run's calls so far (spec 3.4; the memory stage's come after).
-            **billing_selectors.run_usage_digest(run=run),
+            **billing_selectors.run_usage_digest(run=run, any_records=turn.recorded_calls > 0),
             **turn.ids,
         )
     )
@@ -262,7 +272,7 @@ def memory_stage(turn: RunTurn, output: AgentOutput) -> None:
     except Exception:
         logger.exception("memory stage of run %s failed; the run's answer stands", run.pk)
     finally:
-        turn.store_usage(usage_log)
+        turn.record_usage(usage_log)
     if state.tool_names:
         services.run_stage_messages_store(
             run=run, stage=MEMORY_STAGE, tool_results=_tool_results(state), answer=None

@@ -63,10 +63,13 @@ def run_usage_summary(*, run: Run) -> UsageSummary:
     return summarise([_priced_call(record) for record in records])
 
 
-def run_usage_digest(*, run: Run) -> dict[str, Any]:
+def run_usage_digest(*, run: Run, any_records: bool = True) -> dict[str, Any]:
     """The usage fields of the run's ``TEXT_MESSAGE_END`` (spec 3.4): ``totalTokens``,
     ``cachedPromptTokens``, ``promptCacheHitTokens``, ``promptCacheMissTokens``,
-    ``reasoningTokens``, ``costSource``, ``usageComplete``."""
+    ``reasoningTokens``, ``costSource``, ``usageComplete``. A caller that knows the run has
+    no records yet (only the demo model answered) says so and saves the query."""
+    if not any_records:
+        return usage_digest(summarise([]))
     return usage_digest(run_usage_summary(run=run))
 
 
