@@ -251,11 +251,12 @@ def iterate_async(
             task = loop.create_task(next_item())
             with job_stop.watching(task):
                 if on_idle is not None:
-                    done, _ = loop.run_until_complete(asyncio.wait({task}, timeout=idle_after))
-                    if not done:
+                    loop.run_until_complete(asyncio.wait({task}, timeout=idle_after))
+                    if not task.done():
                         on_idle()
                 try:
-                    item = loop.run_until_complete(task)
+                    # Most items are ready within the wait: no second turn of the loop.
+                    item = task.result() if task.done() else loop.run_until_complete(task)
                 except StopAsyncIteration:
                     return
             yield item

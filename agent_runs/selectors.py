@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.db.models import F, Max, OuterRef, Subquery
+from django.db.models import F, OuterRef, Subquery
 from django.http import Http404
 
 from agent_runs.codec import TERMINAL_TYPES
@@ -71,21 +71,35 @@ class EventStreamStart:
     run_ended: bool  # that terminal event is already behind the cursor
 
 
-def event_stream_start(*, thread_id: uuid.UUID, after_id: int | None) -> EventStreamStart:
-    """spec/sse-events-and-usage.md, section 2: resume after ``Last-Event-ID``; without a
-    cursor, start at the latest run's first event."""
-    latest = Run.objects.filter(thread_id=thread_id).order_by("-pk").first()
+def event_stream_start(
+    *, user: AbstractBaseUser, thread_id: uuid.UUID, after_id: int | None
+) -> EventStreamStart:
+    """Where the caller's stream of a thread starts (spec/sse-events-and-usage.md, section 2):
+    after ``Last-Event-ID``, or without a cursor at the latest run's first event. A thread
+    that is not the caller's is a 404. One query when the thread has runs (every stream that
+    opens asks this)."""
+    run_events = RunEvent.objects.filter(run_id=OuterRef("pk")).order_by("pk").values("pk")
+    thread_events = RunEvent.objects.filter(thread_id=OuterRef("thread_id")).order_by("-pk")
+    latest = (
+        Run.objects.filter(thread_id=thread_id, thread__owner_id=user.pk)
+        .order_by("-pk")
+        .annotate(
+            first_event=Subquery(run_events[:1]),
+            # A run has one terminal event at most (agent_runs/codec.py).
+            terminal_event=Subquery(run_events.filter(type__in=TERMINAL_TYPES)[:1]),
+            thread_last_event=Subquery(thread_events.values("pk")[:1]),
+        )
+        .values_list("run_id", "first_event", "terminal_event", "thread_last_event")
+        .first()
+    )
     if latest is None:
+        thread_get_for_user(user=user, thread_id=thread_id)  # a 404 unless it is theirs
         return EventStreamStart(after_id=after_id or 0, run_id=None, run_ended=True)
+    run_id, first_event, terminal_event, thread_last_event = latest
     if after_id is None:
-        first = latest.events.order_by("pk").values_list("pk", flat=True).first()
-        if first is not None:
-            after_id = first - 1
-        else:
-            last = RunEvent.objects.filter(thread_id=thread_id).aggregate(last=Max("id"))
-            after_id = last["last"] or 0
-    run_ended = latest.events.filter(type__in=TERMINAL_TYPES, pk__lte=after_id).exists()
-    return EventStreamStart(after_id=after_id, run_id=latest.run_id, run_ended=run_ended)
+        after_id = first_event - 1 if first_event is not None else (thread_last_event or 0)
+    run_ended = terminal_event is not None and terminal_event <= after_id
+    return EventStreamStart(after_id=after_id, run_id=run_id, run_ended=run_ended)
 
 
 def events_after(*, thread_id: uuid.UUID, after_id: int, limit: int) -> list[tuple[int, Any]]:

@@ -84,16 +84,15 @@ def _stream_open(
     *, request: ASGIRequest, thread_id: uuid.UUID, after_id: int | None
 ) -> selectors.EventStreamStart | tuple[int, dict[str, str], list[tuple[bytes, bytes]]]:
     """Who is asking, whether the thread is theirs, and where their stream starts: one trip
-    to the database for all three. An error is (status, body, extra headers)."""
+    to the executor for all three. An error is (status, body, extra headers)."""
     user = stream_request_user(request=request, thread_id=thread_id)
     if user is None:
         detail = {"detail": "Authentication credentials were not provided."}
         return 401, detail, [(b"www-authenticate", b"Bearer")]
     try:
-        selectors.thread_get_for_user(user=user, thread_id=thread_id)
+        return selectors.event_stream_start(user=user, thread_id=thread_id, after_id=after_id)
     except Http404:
         return 404, {"detail": "Not found."}, []
-    return selectors.event_stream_start(thread_id=thread_id, after_id=after_id)
 
 
 async def _stream(send: Any, receive: Any, frames: AsyncIterator[bytes]) -> None:
