@@ -56,7 +56,7 @@ def test_cancelling_a_running_run_stops_its_model_call_and_ends_its_stream(
 
     assert response.status_code == 200
     assert response.json()["status"] == "cancelled"
-    assert took < 2.5
+    assert took < 1.0  # stopped within a second (the request waits until it has)
     run = Run.objects.get(run_id=body["runId"])
     assert run.status == Run.Status.CANCELLED
     assert not Message.objects.filter(run=run, role="assistant").exists()

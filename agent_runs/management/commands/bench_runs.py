@@ -21,6 +21,7 @@ from rq.job import Job
 
 from agent_runs.models import Run
 from agent_runs.services import api_token_create
+from config.benchmarks import cpu_reference_ms
 
 
 class Command(BaseCommand):
@@ -73,6 +74,7 @@ class Command(BaseCommand):
                         failures.append(f"{response.status} {payload[:200]!r}")
             connection.close()
 
+        reference_before = cpu_reference_ms()
         threads = [threading.Thread(target=client, args=(count,)) for count in per_client]
         started = time.perf_counter()
         for thread in threads:
@@ -88,7 +90,9 @@ class Command(BaseCommand):
             f"runs: {len(ms)}  clients: {options['concurrency']}  wall: {wall:.2f} s\n"
             f"accepted runs/s: {len(ms) / wall:.1f}\n"
             f"202 latency ms: p50 {_percentile(ms, 50):.1f}  p99 {_percentile(ms, 99):.1f}  "
-            f"max {ms[-1]:.1f}"
+            f"max {ms[-1]:.1f}\n"
+            f"CPU reference: {reference_before:.0f} ms before, {cpu_reference_ms():.0f} ms after "
+            "(a fixed workload: higher means a slower, throttled CPU)"
         )
         if options["no_jobs"]:
             return

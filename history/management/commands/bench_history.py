@@ -24,6 +24,7 @@ from django.test import Client
 
 from agent_runs.models import Message, Thread, UserProfile, Visibility
 from agent_runs.services import api_token_create
+from config.benchmarks import cpu_reference_ms
 from history.selectors import history_snapshot_get
 
 _USERNAME = "bench-history"
@@ -124,7 +125,7 @@ class Command(BaseCommand):
             f"{name}: {shown} messages; p50 {statistics.median(timings):.2f} ms, "
             f"p99 {timings[min(len(timings) - 1, round(0.99 * (len(timings) - 1)))]:.2f} ms "
             f"(CPU p50 {statistics.median(cpu):.2f} ms; {count} requests; "
-            f"CPU reference {_cpu_reference_ms():.0f} ms)"
+            f"CPU reference {cpu_reference_ms():.0f} ms)"
         )
 
 
@@ -188,13 +189,3 @@ def _message(thread: Thread, seq: int) -> Message:
         content=f"Meeting {seq} is on your calendar. " * 5,
         metadata=metadata,
     )
-
-
-def _cpu_reference_ms() -> float:
-    """A fixed pure-Python workload (a million additions): on a shared or throttled machine it
-    shows how fast this CPU was while the figures were taken."""
-    started = time.perf_counter()
-    total = 0
-    for number in range(1_000_000):
-        total += number
-    return (time.perf_counter() - started) * 1000
