@@ -190,14 +190,8 @@ def runs_recover() -> tuple[int, int]:
         failed += run_fail(
             run_pk=run.pk, error="the worker running this run stopped", code="worker_lost"
         )
-    thread_ids = (
-        Run.objects.filter(status=Run.Status.QUEUED)
-        .exclude(thread__runs__status=Run.Status.RUNNING)
-        .values_list("thread_id", flat=True)
-        .distinct()
-    )
-    enqueued = sum(services.run_dispatch_next(thread_id=thread_id) for thread_id in thread_ids)
-    return failed, enqueued
+    next_runs = selectors.runs_next_queued_of_idle_threads()
+    return failed, services.runs_enqueue_if_idle(runs=next_runs)
 
 
 def _job_is_alive(run: Run, *, now: datetime) -> bool:

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.db.models import F, OuterRef, Subquery
+from django.db.models import F, Min, OuterRef, Subquery
 from django.http import Http404
 
 from agent_runs.codec import TERMINAL_TYPES
@@ -55,6 +55,19 @@ def run_for_execution(*, run_pk: int) -> tuple[Run, int]:
         .get(pk=run_pk)
     )
     return run, run.thread_last_event_id or 0
+
+
+def runs_next_queued_of_idle_threads() -> list[Run]:
+    """For every thread with queued runs and none running, its oldest queued run (the next
+    to start), in one query."""
+    oldest = (
+        Run.objects.filter(status=Run.Status.QUEUED)
+        .exclude(thread__runs__status=Run.Status.RUNNING)
+        .values("thread_id")
+        .annotate(oldest=Min("pk"))
+        .values("oldest")
+    )
+    return list(Run.objects.filter(pk__in=Subquery(oldest)).order_by("pk"))
 
 
 def run_next_queued(*, thread_id: uuid.UUID) -> Run | None:

@@ -228,17 +228,28 @@ _PENDING_JOB_STATUSES = {
 def run_enqueue_if_idle(*, run: Run) -> bool:
     """Enqueue the run's job again unless it is still waiting or working (a second copy
     would only find the run claimed); when Redis lost the job, enqueue it anew."""
+    return runs_enqueue_if_idle(runs=[run]) == 1
+
+
+def runs_enqueue_if_idle(*, runs: Sequence[Run]) -> int:
+    """``run_enqueue_if_idle`` for many runs, their jobs looked up in one round trip (a
+    worker's recovery after Redis lost a backlog). Returns how many were enqueued."""
+    if not runs:
+        return 0
     try:
-        job_status = Job.fetch(str(run.task_id), connection=runs_queue().connection).get_status()
-    except (NoSuchJobError, InvalidJobOperation):
-        job_status = None
+        jobs = Job.fetch_many(
+            [str(run.task_id) for run in runs], connection=runs_queue().connection
+        )
     except RedisError:
-        logger.warning("could not look up the job of run %s", run.pk, exc_info=True)
-        return False
-    if job_status in _PENDING_JOB_STATUSES:
-        return False
-    run_enqueue(run=run)
-    return True
+        logger.warning("could not look up the jobs of %d runs", len(runs), exc_info=True)
+        return 0
+    enqueued = 0
+    for run, job in zip(runs, jobs, strict=True):
+        if job is not None and job.get_status(refresh=False) in _PENDING_JOB_STATUSES:
+            continue
+        run_enqueue(run=run)
+        enqueued += 1
+    return enqueued
 
 
 RUN_CANCELLED_CODE = "cancelled"

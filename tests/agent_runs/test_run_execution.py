@@ -102,6 +102,28 @@ def test_a_run_whose_job_was_lost_with_redis_is_recovered_by_the_next_worker(ali
     assert run.status == Run.Status.COMPLETED, run.error
 
 
+def test_recovery_enqueues_the_next_run_of_each_idle_thread_once(alice, redis_queue):
+    from agent_runs.execution import runs_recover
+
+    first, second = run_input(runId="a-1"), run_input(runId="b-1")
+    for body in (first, run_input(threadId=first["threadId"], runId="a-2"), second):
+        post_run(alice, body)
+    busy = run_input(runId="c-1")
+    post_run(alice, busy)
+    post_run(alice, run_input(threadId=busy["threadId"], runId="c-2"))
+    Run.objects.filter(run_id="c-1").update(status=Run.Status.RUNNING, started_at=timezone.now())
+    redis_queue.connection.flushdb()  # Redis lost the backlog
+
+    first_sweep = runs_recover()
+    queued = sorted(Run.objects.get(task_id=job_id).run_id for job_id in redis_queue.job_ids)
+    second_sweep = runs_recover()
+
+    # c-1's job is gone too, but it started moments ago: it gets the stale grace.
+    assert first_sweep == (0, 2)
+    assert queued == ["a-1", "b-1"]  # a thread's oldest only; none behind a running run
+    assert second_sweep == (0, 0)  # their jobs are waiting: not enqueued twice
+
+
 def test_a_run_left_running_by_a_dead_worker_is_failed_by_the_next_worker(alice, redis_queue):
     body = run_input()
     post_run(alice, body)
