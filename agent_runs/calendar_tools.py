@@ -141,14 +141,14 @@ def calendar_tools(context: ToolContext) -> list[Any]:
     return [calendar_create, calendar_list, calendar_update, calendar_delete]
 
 
-async def call_sync_tool(function: Any, *args: Any) -> dict[str, Any]:
+async def call_sync_tool(function: Any, *args: Any, **kwargs: Any) -> Any:
     """Run a tool's ORM work on a worker thread (the ORM refuses the event loop's thread),
-    closing that thread's connection after."""
+    closing that thread's connection after: the worker lives on, and a connection kept by
+    a thread of its executor would never be checked again."""
 
-    def run() -> dict[str, Any]:
+    def run() -> Any:
         try:
-            result: dict[str, Any] = function(*args)
-            return result
+            return function(*args, **kwargs)
         finally:
             db_connection.close()
 

@@ -12,7 +12,7 @@ import openai
 from ag_ui.core import RunErrorEvent, RunFinishedEvent, RunStartedEvent
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
-from django.db import DatabaseError
+from django.db import DatabaseError, InterfaceError, OperationalError, connections
 from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 from redis.exceptions import RedisError
@@ -58,7 +58,16 @@ def run_execute(*, run_pk: int) -> None:
     the thread's next queued run is started after it. The claim comes first and is the only
     check: a run that is not this job's to run costs one UPDATE.
     """
-    if not run_claim(run_pk=run_pk):
+    try:
+        claimed = run_claim(run_pk=run_pk)
+    except (InterfaceError, OperationalError):
+        # The worker's connection died while it waited for work (a database restart, a
+        # failover): the claim changes nothing unless it succeeds, so it is tried once more,
+        # on a connection the pool checks first.
+        logger.warning("run %s: the database connection failed; claiming again", run_pk)
+        connections.close_all()
+        claimed = run_claim(run_pk=run_pk)
+    if not claimed:
         logger.info("run %s is not claimable now (taken, finished or waiting its turn)", run_pk)
         return
     run, last_event_id = selectors.run_for_execution(run_pk=run_pk)

@@ -12,13 +12,12 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import import_string
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from agent_runs.calendar_tools import ToolContext, calendar_tools
+from agent_runs.calendar_tools import ToolContext, calendar_tools, call_sync_tool
 from agent_runs.models import AutomationJob, Run
 
 AUTOMATION_JOB_CONTEXT = "automation_job"
@@ -129,7 +128,7 @@ def _as_async_tool(name: str, function: Callable[..., Any]) -> Callable[..., Any
 
     @functools.wraps(function)
     async def tool(**kwargs: Any) -> Any:
-        return await sync_to_async(function, thread_sensitive=False)(**kwargs)
+        return await call_sync_tool(function, **kwargs)
 
     tool.__name__ = name
     return tool

@@ -16,10 +16,11 @@ What the work-horse gave, it gives in-process:
 import gc
 import logging
 import threading
+import time
 from typing import Any
 
 from django.conf import settings
-from django.db import close_old_connections
+from django.db import close_old_connections, connections
 from rq import SimpleWorker
 from rq.job import Job
 from rq.queue import Queue
@@ -33,6 +34,8 @@ from agent_runs.pipeline import WORKER_SYSTEM_PROMPT, conversation, iterate_asyn
 
 logger = logging.getLogger(__name__)
 
+_RECHECK_AFTER_IDLE_SECONDS = 5.0
+
 
 class RunWorker(SimpleWorker):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -43,6 +46,7 @@ class RunWorker(SimpleWorker):
         kwargs["worker_ttl"] = min(kwargs.get("worker_ttl") or sweep + 15, sweep + 15)
         kwargs.setdefault("job_monitoring_interval", settings.AGENT_RUN_HEARTBEAT_SECONDS)
         super().__init__(*args, **kwargs)
+        self._last_job_ended = 0.0
 
     def work(self, *args: Any, **kwargs: Any) -> bool:
         # A demo reply loads and exercises the code every run uses before the first job.
@@ -65,9 +69,11 @@ class RunWorker(SimpleWorker):
 
     def execute_job(self, job: Job, queue: Queue) -> None:
         job_stop.reset()
-        # A connection the database closed (a restart, an idle timeout) is replaced here
-        # rather than failing the job.
-        close_old_connections()
+        if time.monotonic() - self._last_job_ended > _RECHECK_AFTER_IDLE_SECONDS:
+            # After a quiet spell, a connection the database may have closed (a restart, an
+            # idle timeout) is given back, and the pool hands out a checked one. Jobs that
+            # follow each other keep theirs: the check costs a round trip.
+            close_old_connections()
         beating = threading.Event()
         heart = threading.Thread(
             target=self._beat, args=(job, beating), name="rq-job-heartbeat", daemon=True
@@ -78,7 +84,9 @@ class RunWorker(SimpleWorker):
         finally:
             beating.set()
             heart.join()
-            close_old_connections()
+            self._last_job_ended = time.monotonic()
+            if any(connection.errors_occurred for connection in connections.all()):
+                close_old_connections()  # gives back a connection that failed
 
     def _beat(self, job: Job, stopped: threading.Event) -> None:
         while not stopped.wait(self.job_monitoring_interval):

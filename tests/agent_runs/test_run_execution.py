@@ -170,3 +170,36 @@ def test_context_keeps_the_newest_turns_that_fit_the_budget(alice, redis_queue):
 
     assert [content for _role, content in everything] == ["x" * 400, "second", "third"]
     assert [content for _role, content in newest] == ["second", "third"]
+
+
+def test_a_worker_whose_database_connection_was_cut_runs_the_next_run(alice, redis_queue):
+    from django.db import connection
+
+    from tests.conftest import start_worker, stop_process
+
+    worker = start_worker()
+    try:
+        post_run(alice, run_input(runId="before"))
+        wait_until(lambda: Run.objects.get(run_id="before").status == Run.Status.COMPLETED)
+        with connection.cursor() as cursor:  # a database restart, as the worker sees it
+            cursor.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            )
+        post_run(alice, run_input(runId="after"))
+        wait_until(lambda: Run.objects.get(run_id="after").status != Run.Status.QUEUED)
+        wait_until(lambda: Run.objects.get(run_id="after").status != Run.Status.RUNNING)
+    finally:
+        stop_process(worker)
+
+    after = Run.objects.get(run_id="after")
+    assert after.status == Run.Status.COMPLETED, after.error
+
+
+def wait_until(predicate, seconds=20.0):
+    import time
+
+    deadline = time.monotonic() + seconds
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
