@@ -231,18 +231,23 @@ def _run_until_done(
     """Run the loop until ``task`` is done or ``timeout`` seconds pass; whether it is done.
     (``asyncio.wait`` with a timeout does the same with a future, a waiter and their
     callbacks, about three times the cost, for every item of every reply.)"""
-    timer = loop.call_later(timeout, loop.stop)
-    task.add_done_callback(_stop_loop)
+    waiting = True
+
+    def stop(_: Any = None) -> None:
+        # The task's done callback may already be scheduled when the timer ends the wait:
+        # run later, it must not stop the loop's next run.
+        if waiting:
+            loop.stop()
+
+    timer = loop.call_later(timeout, stop)
+    task.add_done_callback(stop)
     try:
         loop.run_forever()
     finally:
+        waiting = False
         timer.cancel()
-        task.remove_done_callback(_stop_loop)
+        task.remove_done_callback(stop)
     return task.done()
-
-
-def _stop_loop(task: asyncio.Task[Any]) -> None:
-    task.get_loop().stop()
 
 
 def iterate_async(

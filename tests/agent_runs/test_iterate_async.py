@@ -84,3 +84,13 @@ def test_a_stop_requested_before_a_coroutine_runs_stops_it_at_once():
             run_coroutine(asyncio.sleep(30))
     finally:
         job_stop.reset()
+
+
+def test_items_that_end_just_as_the_idle_wait_does_never_stop_the_next_wait():
+    # An item that ends in the loop turn where the idle wait runs out leaves the task's done
+    # callback queued: run by the next wait, it must not stop that one (it once did, and the
+    # run failed with "Event loop stopped before Future completed"). An idle wait of 0 makes
+    # every item end in that turn.
+    got = list(iterate_async(items("a", "b", "c"), on_idle=lambda: None, idle_after=0))
+
+    assert got == ["a", "b", "c"]
