@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
+from django.db import connection
 from django.db.models import F, Min, OuterRef, Subquery
 from django.http import Http404
 
@@ -89,22 +90,19 @@ def event_stream_start(
 ) -> EventStreamStart:
     """Where the caller's stream of a thread starts (spec/sse-events-and-usage.md, section 2):
     after ``Last-Event-ID``, or without a cursor at the latest run's first event. A thread
-    that is not the caller's is a 404. One query when the thread has runs (every stream that
-    opens asks this)."""
-    run_events = RunEvent.objects.filter(run_id=OuterRef("pk")).order_by("pk").values("pk")
-    thread_events = RunEvent.objects.filter(thread_id=OuterRef("thread_id")).order_by("-pk")
-    latest = (
-        Run.objects.filter(thread_id=thread_id, thread__owner_id=user.pk)
-        .order_by("-pk")
-        .annotate(
-            first_event=Subquery(run_events[:1]),
-            # A run has one terminal event at most (agent_runs/codec.py).
-            terminal_event=Subquery(run_events.filter(type__in=TERMINAL_TYPES)[:1]),
-            thread_last_event=Subquery(thread_events.values("pk")[:1]),
+    that is not the caller's is a 404. One query when the thread has runs; every stream that
+    opens asks this, so it is SQL written out (the ORM took longer to build it than the
+    database to answer it)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _EVENT_STREAM_START_SQL,
+            [
+                *sorted(TERMINAL_TYPES),
+                Thread._meta.pk.get_db_prep_value(thread_id, connection),
+                user.pk,
+            ],
         )
-        .values_list("run_id", "first_event", "terminal_event", "thread_last_event")
-        .first()
-    )
+        latest = cursor.fetchone()
     if latest is None:
         thread_get_for_user(user=user, thread_id=thread_id)  # a 404 unless it is theirs
         return EventStreamStart(after_id=after_id or 0, run_id=None, run_ended=True)
@@ -113,6 +111,23 @@ def event_stream_start(
         after_id = first_event - 1 if first_event is not None else (thread_last_event or 0)
     run_ended = terminal_event is not None and terminal_event <= after_id
     return EventStreamStart(after_id=after_id, run_id=run_id, run_ended=run_ended)
+
+
+# The thread's latest run of the owner's: its id, its first event, its terminal event (a run
+# has one at most, agent_runs/codec.py), and the thread's last event. PostgreSQL and SQLite.
+_EVENT_STREAM_START_SQL = f"""
+SELECT r.run_id,
+       (SELECT e.id FROM {RunEvent._meta.db_table} e WHERE e.run_id = r.id ORDER BY e.id LIMIT 1),
+       (SELECT e.id FROM {RunEvent._meta.db_table} e
+         WHERE e.run_id = r.id AND e.type IN ({", ".join(["%s"] * len(TERMINAL_TYPES))})
+         ORDER BY e.id LIMIT 1),
+       (SELECT e.id FROM {RunEvent._meta.db_table} e
+         WHERE e.thread_id = r.thread_id ORDER BY e.id DESC LIMIT 1)
+  FROM {Run._meta.db_table} r JOIN {Thread._meta.db_table} t ON t.id = r.thread_id
+ WHERE r.thread_id = %s AND t.owner_id = %s
+ ORDER BY r.id DESC
+ LIMIT 1
+"""
 
 
 def events_after(*, thread_id: uuid.UUID, after_id: int, limit: int) -> list[tuple[int, Any]]:
