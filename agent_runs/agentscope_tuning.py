@@ -13,12 +13,18 @@ quarter of the worker's CPU in two places:
 - Each toolkit's meta tool (``ResetTools``) builds a pydantic model to describe the tool
   groups whenever its schema is read (eight times a run). Here the schema is made once per
   set of groups: it depends on nothing else.
+- ``FunctionTool`` derives a function's input schema from its signature and docstring (a
+  pydantic model built each time, 1-2 ms) whenever it wraps one: every agent wraps its own
+  context-compression method, and a run's tools are closures made anew each run from the
+  same code. Here the schema is derived once per function code and docstring.
+- The structured output of a model call (the router's) is checked like a tool input.
 
-``apply()`` is called when the pipeline is imported; it touches only AgentScope's agent
-module, not jsonschema for anyone else. Both are checked by tests/agent_runs/
+``apply()`` is called when the pipeline is imported; it touches only AgentScope's own
+modules, not jsonschema or pydantic for anyone else. Both are checked by tests/agent_runs/
 test_agentscope_tuning.py, which fail if an AgentScope upgrade moves what they rely on.
 """
 
+import inspect
 import json
 from functools import lru_cache
 from types import SimpleNamespace
@@ -27,8 +33,11 @@ from typing import Any
 import jsonschema
 from agentscope.agent import _agent as agentscope_agent_module
 from agentscope.agent._structured_output_tool import _GenerateStructuredOutput
+from agentscope.model import _base as agentscope_model_module
+from agentscope.tool import _adapters as agentscope_adapters_module
 from agentscope.tool import _toolkit as agentscope_toolkit_module
 from agentscope.tool._builtin import ResetTools
+from agentscope.tool._utils import _extract_input_schema
 
 
 @lru_cache(maxsize=256)
@@ -72,8 +81,26 @@ class MetaTool(ResetTools):
         return schema
 
 
+_INPUT_SCHEMAS: dict[tuple[Any, ...], dict[str, Any]] = {}
+
+
+def extract_input_schema(tool_func: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
+    """AgentScope's ``_extract_input_schema``, once per function code and docstring (what it
+    reads: the signature, its annotations and the docstring)."""
+    code = getattr(inspect.unwrap(tool_func), "__code__", None)
+    if code is None:  # a partial, a callable object: nothing to key on
+        return _extract_input_schema(tool_func, *args, **kwargs)
+    key = (code, tool_func.__doc__, args, tuple(sorted(kwargs.items())))
+    schema = _INPUT_SCHEMAS.get(key)
+    if schema is None:
+        schema = _INPUT_SCHEMAS[key] = _extract_input_schema(tool_func, *args, **kwargs)
+    return schema
+
+
 def apply() -> None:
     checks = SimpleNamespace(validate=validate, ValidationError=jsonschema.ValidationError)
     setattr(agentscope_agent_module, "jsonschema", checks)  # noqa: B010 - a module's global
     setattr(agentscope_agent_module, "_GenerateStructuredOutput", StructuredOutputTool)  # noqa: B010
     setattr(agentscope_toolkit_module, "ResetTools", MetaTool)  # noqa: B010
+    setattr(agentscope_adapters_module, "_extract_input_schema", extract_input_schema)  # noqa: B010
+    setattr(agentscope_model_module, "jsonschema", checks)  # noqa: B010

@@ -4,7 +4,6 @@ the turn is handled and with which tools, the worker answers with a structured o
 
 import asyncio
 import base64
-import inspect
 import logging
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Sequence
 from typing import Any, TypeVar
@@ -54,6 +53,7 @@ MEMORY_SYSTEM_PROMPT = (
 )
 _ROUTES_WITHOUT_TOOLS = {"answer", "clarify"}
 _AGENT_OUTPUT_SCHEMA = AgentOutput.model_json_schema()
+_ROUTE_DECISION_SCHEMA = RouteDecision.model_json_schema()
 
 T = TypeVar("T")
 agentscope_tuning.apply()
@@ -118,7 +118,8 @@ async def router_decide(
     try:
         response = await model.generate_structured_output(
             [SystemMsg(name="system", content=prompt), *messages],
-            structured_model=RouteDecision,
+            # As a JSON schema made once (given the class, AgentScope builds it every call).
+            structured_model=_ROUTE_DECISION_SCHEMA,
         )
         decision = RouteDecision.model_validate(response.content)
     except (StructuredOutputError, ValidationError) as exc:
@@ -175,34 +176,10 @@ def _agent(
         name=name,
         system_prompt=system_prompt,
         model=model,
-        toolkit=Toolkit(tools=[_function_tool(tool) for tool in tools]),
+        toolkit=Toolkit(tools=[FunctionTool(tool, permission=_ALLOWED) for tool in tools]),
         react_config=ReActConfig(max_iters=max_iters, structured_output_grace_iters=1),
         # Without this AgentScope appends a runtime-state hint block to every prompt.
         injection_config=InjectionConfig(inject_runtime_state=False),
-    )
-
-
-# (code, name) -> (description, input schema) of a tool function, see _function_tool.
-_TOOL_SPECS: dict[tuple[Any, str], tuple[str, dict[str, Any]]] = {}
-
-
-def _function_tool(tool: Callable[..., Any]) -> FunctionTool:
-    """The tool for AgentScope. It derives a tool's description and JSON schema from the
-    function's signature and docstring (a pydantic model built each time, about 2 ms a
-    tool); a run's tools are closures over the run, made anew each run from the same code,
-    so that is done once per code."""
-    code = getattr(inspect.unwrap(tool), "__code__", None)
-    if code is None:
-        return FunctionTool(tool, permission=_ALLOWED)
-    key = (code, tool.__name__)
-    spec = _TOOL_SPECS.get(key)
-    if spec is None:
-        first = FunctionTool(tool, permission=_ALLOWED)
-        _TOOL_SPECS[key] = (first.description, first.input_schema)
-        return first
-    description, input_schema = spec
-    return FunctionTool(
-        tool, description=description, input_schema=input_schema, permission=_ALLOWED
     )
 
 

@@ -7,9 +7,12 @@ from typing import Any
 import jsonschema
 import pytest
 from agentscope.agent import _agent as agentscope_agent_module
+from agentscope.model import _base as agentscope_model_module
 from agentscope.tool import Toolkit
+from agentscope.tool import _adapters as agentscope_adapters_module
 from agentscope.tool import _toolkit as agentscope_toolkit_module
 from agentscope.tool._tool_group import ToolGroup
+from agentscope.tool._utils import _extract_input_schema
 
 from agent_runs import agentscope_tuning
 from agent_runs.agui_mapping import RunMappingState, map_agentscope_event
@@ -31,6 +34,36 @@ def test_the_pipeline_has_applied_the_tuning_to_agentscope():
         agentscope_agent_module._GenerateStructuredOutput is agentscope_tuning.StructuredOutputTool
     )
     assert agentscope_toolkit_module.ResetTools is agentscope_tuning.MetaTool
+    assert (
+        agentscope_adapters_module._extract_input_schema is agentscope_tuning.extract_input_schema
+    )
+    assert agentscope_model_module.jsonschema.validate is agentscope_tuning.validate
+
+
+def test_a_tool_schema_is_derived_once_per_function_code_and_is_what_agentscope_derives():
+    def make(bias: int):
+        async def shift(number: int, places: int = 1) -> int:
+            """Shift a number.
+
+            Args:
+                number: The number to shift.
+                places: How far.
+            """
+            return number + places + bias
+
+        return shift
+
+    async def other(text: str) -> str:
+        """Echo a text."""
+        return text
+
+    first, second = make(1), make(2)  # two runs' closures of the same code
+
+    schema = agentscope_tuning.extract_input_schema(first)
+    assert agentscope_tuning.extract_input_schema(second) is schema
+    assert schema == _extract_input_schema(second)
+    assert set(schema["properties"]) == {"number", "places"} and schema["required"] == ["number"]
+    assert set(agentscope_tuning.extract_input_schema(other)["properties"]) == {"text"}
 
 
 def test_validate_accepts_what_jsonschema_accepts_and_rejects_what_it_rejects():
