@@ -18,6 +18,17 @@ def cancel(client, run_id, **query):
     return client.post(f"/api/v1/agent/runs/{run_id}/cancel{suffix}")
 
 
+def start_slow_model_worker(slow_model, **env):
+    """A real worker whose model is the loopback server (slowed down by the test)."""
+    slow_model.delay = 30  # the model would answer long after the test is over
+    return start_worker(
+        AGENT_WORKER_MODEL="openai/gpt-test",
+        OPENAI_BASE_URL=slow_model.base_url,
+        OPENAI_API_KEY="sk-test",
+        **env,
+    )
+
+
 def wait_for(predicate, seconds=20.0):
     deadline = time.monotonic() + seconds
     while not predicate():
@@ -29,12 +40,7 @@ def test_cancelling_a_running_run_stops_its_model_call_and_ends_its_stream(
     alice, alice_token, redis_queue, daphne_port
 ):
     with FakeOpenAI() as slow_model:
-        slow_model.delay = 30  # the model would answer long after the test is over
-        worker = start_worker(
-            AGENT_WORKER_MODEL="openai/gpt-test",
-            OPENAI_BASE_URL=slow_model.base_url,
-            OPENAI_API_KEY="sk-test",
-        )
+        worker = start_slow_model_worker(slow_model)
         try:
             body = run_input()
             post_run(alice, body)
@@ -117,13 +123,8 @@ def test_a_long_run_keeps_beating_so_the_sweeper_leaves_it_running(alice, redis_
     from agent_runs.execution import runs_recover
 
     with FakeOpenAI() as slow_model:
-        slow_model.delay = 30
-        worker = start_worker(
-            AGENT_WORKER_MODEL="openai/gpt-test",
-            OPENAI_BASE_URL=slow_model.base_url,
-            OPENAI_API_KEY="sk-test",
-            AGENT_RUN_HEARTBEAT_SECONDS="1",
-            AGENT_RUN_STALE_SECONDS="3",
+        worker = start_slow_model_worker(
+            slow_model, AGENT_RUN_HEARTBEAT_SECONDS="1", AGENT_RUN_STALE_SECONDS="3"
         )
         try:
             body = run_input()
@@ -145,17 +146,12 @@ def test_a_killed_workers_run_is_failed_by_the_sweeper_and_the_next_run_proceeds
     import subprocess
 
     with FakeOpenAI() as slow_model:
-        slow_model.delay = 30
-        worker = start_worker(
-            AGENT_WORKER_MODEL="openai/gpt-test",
-            OPENAI_BASE_URL=slow_model.base_url,
-            OPENAI_API_KEY="sk-test",
-        )
+        worker = start_slow_model_worker(slow_model)
         body = run_input(runId="run-1")
         post_run(alice, body)
         post_run(alice, run_input(threadId=body["threadId"], runId="run-2"))
         wait_for(lambda: slow_model.requests)
-        # The machine is lost: the worker and its work-horse die without a word.
+        # The machine is lost: the worker dies without a word.
         subprocess.run(["pkill", "-KILL", "-P", str(worker.pid)], check=False)
         worker.kill()
         worker.wait()
