@@ -29,18 +29,23 @@ class JobStop:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
+        self._job_id: str | None = None
         self._requested = False
         self._task: asyncio.Task[Any] | None = None
 
-    def reset(self) -> None:
+    def reset(self, job_id: str | None = None) -> None:
         """A new job begins: forget the last one's request."""
         with self._lock:
+            self._job_id = job_id
             self._requested = False
             self._task = None
 
-    def request(self) -> None:
-        """Ask the running job to stop (from any thread); harmless when none runs."""
+    def request(self, job_id: str | None = None) -> None:
+        """Ask the running job to stop (from any thread); harmless when none runs. Given a
+        job id, only that job: a request that arrives late must not stop the next one."""
         with self._lock:
+            if job_id is not None and job_id != self._job_id:
+                return
             self._requested = True
             if self._task is not None:
                 self._task.get_loop().call_soon_threadsafe(self._task.cancel)

@@ -68,7 +68,7 @@ class RunWorker(SimpleWorker):
         return bool(super().work(*args, **kwargs))
 
     def execute_job(self, job: Job, queue: Queue) -> None:
-        job_stop.reset()
+        job_stop.reset(job_id=job.id)
         if time.monotonic() - self._last_job_ended > _RECHECK_AFTER_IDLE_SECONDS:
             # After a quiet spell, a connection the database may have closed (a restart, an
             # idle timeout) is given back, and the pool hands out a checked one. Jobs that
@@ -99,8 +99,8 @@ class RunWorker(SimpleWorker):
                 logger.warning("heartbeat of job %s failed", job.id, exc_info=True)
 
     def kill_horse(self, *args: Any, **kwargs: Any) -> None:
-        """RQ's stop-job command (cancel) and cold shutdown: stop the running job."""
-        job_stop.request()
+        """RQ's stop-job command (cancel): stop the job it names, if it still runs here."""
+        job_stop.request(job_id=self._stopped_job_id)
 
     def run_maintenance_tasks(self) -> None:
         super().run_maintenance_tasks()

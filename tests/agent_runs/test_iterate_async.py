@@ -94,3 +94,14 @@ def test_items_that_end_just_as_the_idle_wait_does_never_stop_the_next_wait():
     got = list(iterate_async(items("a", "b", "c"), on_idle=lambda: None, idle_after=0))
 
     assert got == ["a", "b", "c"]
+
+
+def test_a_stop_request_for_another_job_is_ignored():
+    job_stop.reset(job_id="job-2")
+    try:
+        job_stop.request(job_id="job-1")  # arrived after job-1 ended and job-2 began
+        assert not job_stop.requested
+        job_stop.request(job_id="job-2")
+        assert job_stop.requested
+    finally:
+        job_stop.reset()
