@@ -50,7 +50,11 @@ def _validator_for(schema_json: str) -> Any:
 
 def validate(instance: Any, schema: dict[str, Any]) -> None:
     """``jsonschema.validate``, with the schema checked once rather than every call."""
-    key = json.dumps(schema, sort_keys=True, default=str)
+    try:
+        key = json.dumps(schema, sort_keys=True)
+    except (TypeError, ValueError):  # not plain JSON: no key to cache it by
+        jsonschema.validate(instance, schema)
+        return
     error = jsonschema.exceptions.best_match(_validator_for(key).iter_errors(instance))
     if error is not None:
         raise error
@@ -85,12 +89,22 @@ _INPUT_SCHEMAS: dict[tuple[Any, ...], dict[str, Any]] = {}
 
 
 def extract_input_schema(tool_func: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
-    """AgentScope's ``_extract_input_schema``, once per function code and docstring (what it
-    reads: the signature, its annotations and the docstring)."""
-    code = getattr(inspect.unwrap(tool_func), "__code__", None)
+    """AgentScope's ``_extract_input_schema``, once per function code, defaults, annotations
+    and docstring: what it reads. The schema is shared; AgentScope copies it before it
+    changes a tool's schema."""
+    function = inspect.unwrap(tool_func)
+    code = getattr(function, "__code__", None)
     if code is None:  # a partial, a callable object: nothing to key on
         return _extract_input_schema(tool_func, *args, **kwargs)
-    key = (code, tool_func.__doc__, args, tuple(sorted(kwargs.items())))
+    key = (
+        code,
+        tool_func.__doc__,
+        repr(getattr(function, "__defaults__", None)),
+        repr(getattr(function, "__kwdefaults__", None)),
+        repr(getattr(function, "__annotations__", None)),
+        args,
+        tuple(sorted(kwargs.items())),
+    )
     schema = _INPUT_SCHEMAS.get(key)
     if schema is None:
         schema = _INPUT_SCHEMAS[key] = _extract_input_schema(tool_func, *args, **kwargs)

@@ -9,6 +9,7 @@ Sync code is never interrupted mid-statement, unlike an exception raised by a si
 """
 
 import asyncio
+import contextlib
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -47,8 +48,11 @@ class JobStop:
             if job_id is not None and job_id != self._job_id:
                 return
             self._requested = True
-            if self._task is not None:
-                self._task.get_loop().call_soon_threadsafe(self._task.cancel)
+            task = self._task
+            # A closed loop refuses the call: the job then sees the flag at its next check.
+            if task is not None:
+                with contextlib.suppress(RuntimeError):
+                    task.get_loop().call_soon_threadsafe(task.cancel)
 
     @property
     def requested(self) -> bool:

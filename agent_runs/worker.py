@@ -20,7 +20,8 @@ import time
 from typing import Any
 
 from django.conf import settings
-from django.db import close_old_connections, connections
+from django.db import DatabaseError, close_old_connections, connections
+from redis.exceptions import RedisError
 from rq import SimpleWorker
 from rq.job import Job
 from rq.queue import Queue
@@ -83,30 +84,42 @@ class RunWorker(SimpleWorker):
             super().execute_job(job, queue)
         finally:
             beating.set()
-            heart.join()
+            heart.join(timeout=5)
             self._last_job_ended = time.monotonic()
             if any(connection.errors_occurred for connection in connections.all()):
                 close_old_connections()  # gives back a connection that failed
 
     def _beat(self, job: Job, stopped: threading.Event) -> None:
+        execution = None
         while not stopped.wait(self.job_monitoring_interval):
-            execution = self.execution
-            if execution is None:
-                continue
             try:
-                self.maintain_heartbeats(job, execution)
+                execution = execution or self.execution
+                if execution is not None:
+                    self.maintain_heartbeats(job, execution)
             except Exception:  # a Redis hiccup: the next beat tries again
                 logger.warning("heartbeat of job %s failed", job.id, exc_info=True)
 
     def kill_horse(self, *args: Any, **kwargs: Any) -> None:
-        """RQ's stop-job command (cancel): stop the job it names, if it still runs here."""
-        job_stop.request(job_id=self._stopped_job_id)
+        """RQ's stop-job command (cancel): stop the job it names, if it still runs here.
+        (Without a name, the job it named has ended already: nothing to stop.)"""
+        if self._stopped_job_id is not None:
+            job_stop.request(job_id=self._stopped_job_id)
 
     def run_maintenance_tasks(self) -> None:
         super().run_maintenance_tasks()
         self._recover()
 
     def _recover(self) -> None:
-        failed, enqueued = runs_recover()
+        # A sweep comes after a quiet spell: on a connection the pool has checked (the one
+        # kept may have died with a database restart), and a failure is the next sweep's.
+        close_old_connections()
+        try:
+            failed, enqueued = runs_recover()
+        except (DatabaseError, RedisError):
+            logger.warning(
+                "the sweep for lost runs failed; the next one tries again", exc_info=True
+            )
+            close_old_connections()
+            return
         if failed or enqueued:
             logger.info("recovered runs: %d failed, %d enqueued again", failed, enqueued)

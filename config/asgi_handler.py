@@ -5,17 +5,24 @@ is a synchronous one that Django adapts, so each of its methods is a hop to a th
 back, and the request signals are hops of their own; a run's POST made about fifteen such
 hops, which cost more CPU than the view, its queries and the enqueue together (README,
 "Benchmarks"). This handler loads the chain in synchronous mode, as a WSGI server would run
-it, and calls it once per request on the shared executor: the request signals, the
+it, and calls it once per request on a thread pool of its own: the request signals, the
 middleware, the view and, for an ordinary response, its closing, all in the same thread, so
 the database connection the request used goes back to the pool in the thread that took it.
+The pool has as many threads as the database pool has connections (a request that waits
+for a thread would otherwise wait for a connection); the event streams' short reads use the
+loop's default executor, so a burst of slow requests cannot hold them up.
 
-Everything else is Django's: reading the body, building the request, sending the response
-(a streaming one is iterated by Django as usual, and closed afterwards).
+Everything else is Django's: reading the body, building the request, sending the response.
+A streaming response (none of the API's; the admin's file downloads) is iterated by Django
+as usual and closed afterwards on another thread, which gives back that thread's connection
+at its next request rather than at once.
 """
 
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, cast
 
 from asgiref.sync import sync_to_async
+from django.conf import settings
 from django.core import signals
 from django.core.exceptions import RequestAborted
 from django.core.handlers.asgi import ASGIHandler, get_script_prefix
@@ -28,6 +35,9 @@ class SyncChainASGIHandler(ASGIHandler):
     def __init__(self) -> None:
         BaseHandler.__init__(self)
         self.load_middleware(is_async=False)
+        self.executor = ThreadPoolExecutor(
+            max_workers=settings.DATABASE_POOL_MAX_SIZE or 10, thread_name_prefix="request"
+        )
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -37,7 +47,9 @@ class SyncChainASGIHandler(ASGIHandler):
         except RequestAborted:
             return
         try:
-            response = await sync_to_async(self._respond, thread_sensitive=False)(scope, body_file)
+            response = await sync_to_async(
+                self._respond, thread_sensitive=False, executor=self.executor
+            )(scope, body_file)
             try:
                 await self.send_response(response, send)
             finally:

@@ -59,7 +59,7 @@ def bob(bob_token: str) -> APIClient:
 
 
 def work_burst(queue: Any) -> None:
-    """Run a real worker until the queue is empty; it forks a work-horse per job."""
+    """Run a real worker until the queue is empty (in this process: it runs jobs in its own)."""
     from agent_runs.worker import RunWorker
 
     connections.close_all()

@@ -25,7 +25,7 @@ def test_items_come_in_order_and_the_idle_hook_runs_only_when_the_generator_paus
     got: list[str] = []
 
     for item in iterate_async(
-        items("a", 0.001, "b", 0.08, "c", "d"), on_idle=lambda: idle.append(len(got))
+        items("a", 0, "b", 0.5, "c", "d"), on_idle=lambda: idle.append(len(got)), idle_after=0.1
     ):
         got.append(item)
 

@@ -177,15 +177,16 @@ def test_a_worker_whose_database_connection_was_cut_runs_the_next_run(alice, red
 
     from tests.conftest import start_worker, stop_process
 
-    worker = start_worker()
+    worker = start_worker(PGAPPNAME="test-worker-cut")  # libpq names its connections so
     try:
         post_run(alice, run_input(runId="before"))
         wait_until(lambda: Run.objects.get(run_id="before").status == Run.Status.COMPLETED)
         with connection.cursor() as cursor:  # a database restart, as the worker sees it
             cursor.execute(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                "WHERE application_name = 'test-worker-cut'"
             )
+            assert cursor.fetchone()[0] >= 1
         post_run(alice, run_input(runId="after"))
         wait_until(lambda: Run.objects.get(run_id="after").status != Run.Status.QUEUED)
         wait_until(lambda: Run.objects.get(run_id="after").status != Run.Status.RUNNING)

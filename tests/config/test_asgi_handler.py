@@ -5,6 +5,7 @@ connection back to the pool (a pool of two serves many requests in a row)."""
 import http.client
 import json
 import re
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -17,6 +18,7 @@ from django.contrib.auth import get_user_model
 
 from agent_runs.models import Run
 from agent_runs.services import api_token_create
+from tests.agent_runs.sse import read_sse
 from tests.conftest import run_input, start_daphne, stop_process
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -121,12 +123,16 @@ def test_an_admin_logs_in_with_a_session_and_a_csrf_token(port):
 
 def test_requests_give_their_database_connection_back_to_the_pool(port, redis_queue):
     token = api_token_create(username="alice")
+    bodies = [run_input() for _ in range(24)]
 
-    # Twice the executor's threads, from 4 clients at once, on a pool of two connections: a
-    # request that kept its connection would leave the next ones waiting for the pool's
-    # 10 s timeout, and fail.
+    # From 4 clients at once, on a pool of two connections (and two request threads).
     with ThreadPoolExecutor(max_workers=4) as clients:
-        answers = list(clients.map(lambda _: post_run(port, token, run_input()), range(24)))
+        answers = list(clients.map(lambda body: post_run(port, token, body), bodies))
+    # An event stream reads on other threads: had the request threads kept their
+    # connections, it would wait for the pool's 10 s timeout, and fail.
+    started = time.monotonic()
+    stream = read_sse(port, bodies[0]["threadId"], token=token, max_frames=1, timeout=8)
 
     assert [answer.status for answer in answers] == [202] * 24
     assert Run.objects.count() == 24
+    assert stream.status == 200 and time.monotonic() - started < 5
