@@ -8,9 +8,10 @@ hops, which cost more CPU than the view, its queries and the enqueue together (R
 it, and calls it once per request on a thread pool of its own: the request signals, the
 middleware, the view and, for an ordinary response, its closing, all in the same thread, so
 the database connection the request used goes back to the pool in the thread that took it.
-The pool has as many threads as the database pool has connections (a request that waits
-for a thread would otherwise wait for a connection); the event streams' short reads use the
-loop's default executor, so a burst of slow requests cannot hold them up.
+The pool is sized as Python sizes its default one (the cores plus four, at most 32): more
+threads only contend for the interpreter, which costs throughput. The event streams' short
+reads keep the loop's default executor, so a burst of slow requests cannot hold them up;
+between them, the threads must not need more connections than ``DATABASE_POOL_MAX_SIZE``.
 
 Everything else is Django's: reading the body, building the request, sending the response.
 A streaming response (none of the API's; the admin's file downloads) is iterated by Django
@@ -18,11 +19,11 @@ as usual and closed afterwards on another thread, which gives back that thread's
 at its next request rather than at once.
 """
 
+import os
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, cast
 
 from asgiref.sync import sync_to_async
-from django.conf import settings
 from django.core import signals
 from django.core.exceptions import RequestAborted
 from django.core.handlers.asgi import ASGIHandler, get_script_prefix
@@ -36,7 +37,7 @@ class SyncChainASGIHandler(ASGIHandler):
         BaseHandler.__init__(self)
         self.load_middleware(is_async=False)
         self.executor = ThreadPoolExecutor(
-            max_workers=settings.DATABASE_POOL_MAX_SIZE or 10, thread_name_prefix="request"
+            max_workers=min(32, (os.cpu_count() or 1) + 4), thread_name_prefix="request"
         )
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
