@@ -71,7 +71,9 @@ class RunEventEmitter:
         self.batch_window = batch_window
         self.max_batch = max_batch
         self._pending: list[dict[str, Any]] = []
-        self._last_flush = 0.0
+        # The window opens with the emitter: a run's RUN_STARTED goes out with the router's
+        # STEP_STARTED, flushed before its model call a few milliseconds later, in one write.
+        self._last_flush = time.monotonic()
 
     def emit(self, event: BaseEvent) -> None:
         payload = encode_event(event)
