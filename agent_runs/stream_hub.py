@@ -60,6 +60,8 @@ class StreamHub:
             socket_timeout=_BLOCK_MS / 1000 + 10,
         )
         self.task: asyncio.Task[None] | None = None
+        # The event loop keeps only weak references to tasks: hold the wake-ups here.
+        self.wake_tasks: set[asyncio.Task[None]] = set()
 
     async def subscribe(self, key: str) -> Subscription:
         """Start receiving the stream's new entries. Call before replaying from PostgreSQL:
@@ -82,11 +84,16 @@ class StreamHub:
             return
         subscribers.discard(subscription)
         if not subscribers:
-            # The blocked read may still name the stream: what it brings for it is dropped,
-            # and the next read leaves it out. (Waking the read for it cost three round
-            # trips per stream closed, every run.)
             del self.subscribers[subscription.key]
             self.positions.pop(subscription.key, None)
+            # While other streams are followed, the blocked read may keep naming this one:
+            # what it brings for it is dropped, and the next read leaves it out (a wake per
+            # stream closed was a round trip and a new read, every run). The last stream
+            # closed wakes it, so the hub stops reading and its connection is free.
+            if not self.subscribers:
+                wake = asyncio.get_running_loop().create_task(self._wake())
+                self.wake_tasks.add(wake)
+                wake.add_done_callback(self.wake_tasks.discard)
 
     async def _read(self) -> None:
         wake_position = "$"
