@@ -1,7 +1,7 @@
 """Costs AgentScope 2.0 pays on every tool call, taken away without changing what it does.
 
 A profile of a one-tool-call run on the instant demo model (README, "Whole runs") found a
-quarter of the worker's CPU in two places:
+quarter of the worker's CPU in these places:
 
 - ``Agent._execute_tool_call`` validates each tool input with ``jsonschema.validate``, which
   first checks the *schema* against the JSON Schema meta-schema, every call (about 4 ms for
@@ -20,8 +20,9 @@ quarter of the worker's CPU in two places:
 - The structured output of a model call (the router's) is checked like a tool input.
 
 ``apply()`` is called when the pipeline is imported; it touches only AgentScope's own
-modules, not jsonschema or pydantic for anyone else. Both are checked by tests/agent_runs/
-test_agentscope_tuning.py, which fail if an AgentScope upgrade moves what they rely on.
+modules, not jsonschema or pydantic for anyone else. tests/agent_runs/
+test_agentscope_tuning.py checks each, and fails if an AgentScope upgrade moves what they
+rely on.
 """
 
 import inspect

@@ -139,19 +139,6 @@ def events_after(*, thread_id: uuid.UUID, after_id: int, limit: int) -> list[tup
     )
 
 
-def context_messages(
-    *, thread_id: uuid.UUID, before_seq: int, consumer: Visibility, token_budget: int
-) -> list[tuple[str, str]]:
-    """The thread's earlier messages that ``consumer`` may see (spec/sse-events-and-usage.md,
-    section 8: its bit of ``visibility_mask``), as (role, content) oldest first: the newest
-    that fit in ``token_budget`` (about four characters a token). A tool result becomes an
-    assistant note naming the tool, since a model's context takes tool results only right
-    after its own calls."""
-    return context_messages_for(
-        thread_id=thread_id, before_seq=before_seq, consumers=[consumer], token_budget=token_budget
-    )[consumer]
-
-
 def context_messages_for(
     *,
     thread_id: uuid.UUID,
@@ -159,7 +146,11 @@ def context_messages_for(
     consumers: Sequence[Visibility],
     token_budget: int,
 ) -> dict[Visibility, list[tuple[str, str]]]:
-    """``context_messages`` for several consumers (the stages of a run), in one query."""
+    """The thread's earlier messages that each consumer (a stage of the run) may see
+    (spec/sse-events-and-usage.md, section 8: its bit of ``visibility_mask``), as (role,
+    content) oldest first: the newest that fit in ``token_budget`` (about four characters a
+    token). One query for all the consumers. A tool result becomes an assistant note naming
+    the tool, since a model's context takes tool results only right after its own calls."""
     any_of = 0
     for consumer in consumers:
         any_of |= int(consumer)

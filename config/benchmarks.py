@@ -12,3 +12,11 @@ def cpu_reference_ms() -> float:
     for number in range(1_000_000):
         total += number
     return (time.perf_counter() - started) * 1000
+
+
+def cpu_reference_line(before_ms: float) -> str:
+    """The line a benchmark ends with: the CPU reference taken before it and now."""
+    return (
+        f"CPU reference: {before_ms:.0f} ms before, {cpu_reference_ms():.0f} ms after "
+        "(a fixed workload: higher means a slower, throttled CPU)"
+    )

@@ -107,6 +107,14 @@ def free_port() -> int:
         return port
 
 
+def wait_for(predicate: Callable[[], Any], seconds: float = 20.0) -> None:
+    """Wait until ``predicate()`` holds (a run's status, a request reaching a model)."""
+    deadline = time.monotonic() + seconds
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
 def wait_for_port(port: int, process: subprocess.Popen[bytes]) -> None:
     deadline = time.monotonic() + 20
     while True:

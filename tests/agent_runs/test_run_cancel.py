@@ -7,7 +7,14 @@ from rq.job import Job, JobStatus
 
 from agent_runs.models import Message, Run
 from tests.agent_runs.sse import read_sse
-from tests.conftest import post_run, run_input, start_worker, stop_process, work_burst
+from tests.conftest import (
+    post_run,
+    run_input,
+    start_worker,
+    stop_process,
+    wait_for,
+    work_burst,
+)
 from tests.fake_llm import FakeOpenAI
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.integration]
@@ -27,13 +34,6 @@ def start_slow_model_worker(slow_model, **env):
         OPENAI_API_KEY="sk-test",
         **env,
     )
-
-
-def wait_for(predicate, seconds=20.0):
-    deadline = time.monotonic() + seconds
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.05)
 
 
 def test_cancelling_a_running_run_stops_its_model_call_and_ends_its_stream(

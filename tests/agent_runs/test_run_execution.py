@@ -1,4 +1,4 @@
-"""Runs going through a real RQ worker (forking work-horses) on PostgreSQL and Redis."""
+"""Runs going through a real RQ worker on PostgreSQL and Redis."""
 
 from datetime import timedelta
 
@@ -9,7 +9,7 @@ from django.utils import timezone
 from agent_runs.demo_model import demo_answer
 from agent_runs.models import Message, Run
 from agent_runs.services import run_enqueue
-from tests.conftest import post_run, run_input, work_burst
+from tests.conftest import post_run, run_input, wait_for, work_burst
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.integration]
 
@@ -141,7 +141,7 @@ def test_a_run_left_running_by_a_dead_worker_is_failed_by_the_next_worker(alice,
 
 def test_context_keeps_the_newest_turns_that_fit_the_budget(alice, redis_queue):
     from agent_runs.models import Visibility
-    from agent_runs.selectors import context_messages
+    from agent_runs.selectors import context_messages_for
 
     body = run_input(messages=[{"id": "m1", "role": "user", "content": "x" * 400}])
     post_run(alice, body)
@@ -155,21 +155,56 @@ def test_context_keeps_the_newest_turns_that_fit_the_budget(alice, redis_queue):
         )
     last_seq = Message.objects.filter(thread_id=body["threadId"]).count() + 1
 
-    everything = context_messages(
-        thread_id=body["threadId"],
-        before_seq=last_seq,
-        consumer=Visibility.WORKER,
-        token_budget=1000,
-    )
-    newest = context_messages(
-        thread_id=body["threadId"],
-        before_seq=last_seq,
-        consumer=Visibility.WORKER,
-        token_budget=50,
+    everything, newest = (
+        context_messages_for(
+            thread_id=body["threadId"],
+            before_seq=last_seq,
+            consumers=[Visibility.WORKER],
+            token_budget=budget,
+        )[Visibility.WORKER]
+        for budget in (1000, 50)
     )
 
     assert [content for _role, content in everything] == ["x" * 400, "second", "third"]
     assert [content for _role, content in newest] == ["second", "third"]
+
+
+def test_each_stage_reads_only_the_messages_its_visibility_bit_allows(alice, redis_queue):
+    # spec/sse-events-and-usage.md, section 8; the router's and the worker's context are
+    # read in one query, and each keeps its own.
+    from django.contrib.auth import get_user_model
+
+    from agent_runs.models import Thread, Visibility
+    from agent_runs.selectors import context_messages_for
+    from agent_runs.services import MessageDraft, messages_append
+
+    thread = Thread.objects.create(owner=get_user_model().objects.get(username="alice"))
+    drafts = [
+        MessageDraft(role=Message.Role.USER, message_id=f"m{mask}", content=name, visibility=mask)
+        for name, mask in [
+            ("for the router", Visibility.ROUTER),
+            ("for the worker", Visibility.WORKER | Visibility.UI_HISTORY),
+            ("for the screen", Visibility.UI_HISTORY),
+            ("for both", Visibility.CONTEXT),
+        ]
+    ]
+    messages_append(thread=thread, run=None, drafts=drafts)
+
+    contexts = context_messages_for(
+        thread_id=thread.id,
+        before_seq=thread.last_seq + 1,
+        consumers=[Visibility.ROUTER, Visibility.WORKER],
+        token_budget=1000,
+    )
+
+    assert [text for _role, text in contexts[Visibility.ROUTER]] == ["for the router", "for both"]
+    assert [text for _role, text in contexts[Visibility.WORKER]] == ["for the worker", "for both"]
+    assert list(Message.objects.filter(thread=thread).values_list("seq", flat=True)) == [
+        1,
+        2,
+        3,
+        4,
+    ]
 
 
 def test_a_worker_whose_database_connection_was_cut_runs_the_next_run(alice, redis_queue):
@@ -180,7 +215,7 @@ def test_a_worker_whose_database_connection_was_cut_runs_the_next_run(alice, red
     worker = start_worker(PGAPPNAME="test-worker-cut")  # libpq names its connections so
     try:
         post_run(alice, run_input(runId="before"))
-        wait_until(lambda: Run.objects.get(run_id="before").status == Run.Status.COMPLETED)
+        wait_for(lambda: Run.objects.get(run_id="before").status == Run.Status.COMPLETED)
         with connection.cursor() as cursor:  # a database restart, as the worker sees it
             cursor.execute(
                 "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
@@ -188,19 +223,10 @@ def test_a_worker_whose_database_connection_was_cut_runs_the_next_run(alice, red
             )
             assert cursor.fetchone()[0] >= 1
         post_run(alice, run_input(runId="after"))
-        wait_until(lambda: Run.objects.get(run_id="after").status != Run.Status.QUEUED)
-        wait_until(lambda: Run.objects.get(run_id="after").status != Run.Status.RUNNING)
+        wait_for(lambda: Run.objects.get(run_id="after").status != Run.Status.QUEUED)
+        wait_for(lambda: Run.objects.get(run_id="after").status != Run.Status.RUNNING)
     finally:
         stop_process(worker)
 
     after = Run.objects.get(run_id="after")
     assert after.status == Run.Status.COMPLETED, after.error
-
-
-def wait_until(predicate, seconds=20.0):
-    import time
-
-    deadline = time.monotonic() + seconds
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.05)

@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from agent_runs.services import api_token_create
-from config.benchmarks import cpu_reference_ms
+from config.benchmarks import cpu_reference_line, cpu_reference_ms
 
 _TOOL_RUN = "/tool calendar_list"
 
@@ -83,8 +83,7 @@ class Command(BaseCommand):
             f"POST -> terminal ms: median {statistics.median(ended_ms):.1f}  "
             f"p99 {_percentile(ended_ms, 99):.1f}\n"
             f"worker peak RSS: {sampler.peak_mb:.0f} MB (largest single worker process)\n"
-            f"CPU reference: {reference_before:.0f} ms before, {cpu_reference_ms():.0f} ms after "
-            "(a fixed workload: higher means a slower, throttled CPU)"
+            f"{cpu_reference_line(reference_before)}"
         )
 
 

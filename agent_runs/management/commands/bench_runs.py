@@ -21,7 +21,7 @@ from rq.job import Job
 
 from agent_runs.models import Run
 from agent_runs.services import api_token_create
-from config.benchmarks import cpu_reference_ms
+from config.benchmarks import cpu_reference_line, cpu_reference_ms
 
 
 class Command(BaseCommand):
@@ -91,8 +91,7 @@ class Command(BaseCommand):
             f"accepted runs/s: {len(ms) / wall:.1f}\n"
             f"202 latency ms: p50 {_percentile(ms, 50):.1f}  p99 {_percentile(ms, 99):.1f}  "
             f"max {ms[-1]:.1f}\n"
-            f"CPU reference: {reference_before:.0f} ms before, {cpu_reference_ms():.0f} ms after "
-            "(a fixed workload: higher means a slower, throttled CPU)"
+            f"{cpu_reference_line(reference_before)}"
         )
         if options["no_jobs"]:
             return
