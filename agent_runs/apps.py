@@ -7,6 +7,6 @@ class AgentRunsConfig(AppConfig):
 
     def ready(self) -> None:
         # A bad system_agents.yaml stops the service at start-up, with the reason.
-        from agent_runs.runtime_config import system_agents
+        from agent_runs.agent_config import system_agents
 
         system_agents()

@@ -3,12 +3,17 @@ admin session, and short-lived signed stream tokens for browser ``EventSource``.
 
 import uuid
 from datetime import timedelta
+from http.cookies import SimpleCookie
+from importlib import import_module
+from types import SimpleNamespace
 from typing import Any
+from urllib.parse import parse_qs
 
+from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.contrib.auth import get_user, get_user_model
 from django.core import signing
-from django.http import HttpRequest
+from django.db import connection as db_connection
 from django.utils import timezone
 from rest_framework import authentication, exceptions
 from rest_framework.request import Request
@@ -27,12 +32,12 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
         header = authentication.get_authorization_header(request).split()
         if not header or header[0].lower() != self.keyword.lower().encode():
             return None
-        if len(header) != 2:
-            raise exceptions.AuthenticationFailed("Invalid Authorization header.")
         try:
-            raw_key = header[1].decode()
+            raw_key = bearer_key(b" ".join(header).decode())
         except UnicodeDecodeError:
             raise exceptions.AuthenticationFailed("Invalid token.") from None
+        if raw_key is None:
+            raise exceptions.AuthenticationFailed("Invalid Authorization header.")
         token = api_token_get(raw_key=raw_key)
         if token is None:
             raise exceptions.AuthenticationFailed("Invalid token.")
@@ -60,26 +65,60 @@ def stream_token_issue(*, user: Any, thread_id: uuid.UUID) -> str:
     return signing.dumps({"u": user.pk, "t": str(thread_id)}, salt=_STREAM_TOKEN_SALT)
 
 
-def stream_request_user(*, request: HttpRequest, thread_id: uuid.UUID) -> Any | None:
-    """The user behind an event-stream request: a bearer token, a stream token for this
-    thread (``?token=``), or the session. ``None`` when there is none that holds."""
-    header = request.headers.get("Authorization", "").split()
-    if len(header) == 2 and header[0].lower() == "bearer":
-        token = api_token_get(raw_key=header[1])
+def bearer_key(authorization: str) -> str | None:
+    """The token of an ``Authorization: Bearer <token>`` header value, else ``None``."""
+    parts = authorization.split()
+    if len(parts) == 2 and parts[0].lower() == "bearer":
+        return parts[1]
+    return None
+
+
+class ScopeAuthMiddleware:
+    """Channels middleware: ``scope["user"]`` for streaming endpoints (SSE, WebSocket), from
+    a bearer token, a stream token for the routed thread (``?token=``), or the admin
+    session, in that order; ``None`` when none holds. One trip to the executor."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> Any:
+        user = await sync_to_async(_scope_user, thread_sensitive=False)(scope)
+        return await self.inner({**scope, "user": user}, receive, send)
+
+
+def _scope_user(scope: dict[str, Any]) -> Any | None:
+    try:
+        return scope_user(scope)
+    finally:
+        db_connection.close()  # a stream lives for minutes: give the connection back
+
+
+def scope_user(scope: dict[str, Any]) -> Any | None:
+    headers = {name.lower(): value for name, value in scope.get("headers", [])}
+    raw_key = bearer_key(headers.get(b"authorization", b"").decode("latin-1"))
+    if raw_key is not None:
+        token = api_token_get(raw_key=raw_key)
         return token.user if token else None
-    if "token" in request.GET:
-        return _stream_token_user(request.GET["token"], thread_id=thread_id)
-    user = get_user(request)  # the admin session's user, or AnonymousUser
+    query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
+    thread_id = scope.get("url_route", {}).get("kwargs", {}).get("thread_id")
+    if "token" in query:
+        return _stream_token_user(query["token"][0], thread_id=thread_id)
+    cookies = SimpleCookie(headers.get(b"cookie", b"").decode("latin-1"))
+    session_cookie = cookies.get(settings.SESSION_COOKIE_NAME)
+    if session_cookie is None:
+        return None
+    store = import_module(settings.SESSION_ENGINE).SessionStore(session_cookie.value)
+    user = get_user(SimpleNamespace(session=store))  # type: ignore[arg-type]  # reads .session
     return user if user.is_authenticated else None
 
 
-def _stream_token_user(token: str, *, thread_id: uuid.UUID) -> Any | None:
+def _stream_token_user(token: str, *, thread_id: uuid.UUID | None) -> Any | None:
     try:
         claims = signing.loads(
             token, salt=_STREAM_TOKEN_SALT, max_age=settings.AGENT_STREAM_TOKEN_TTL_SECONDS
         )
     except signing.BadSignature:
         return None
-    if claims.get("t") != str(thread_id):
+    if thread_id is None or claims.get("t") != str(thread_id):
         return None
     return get_user_model().objects.filter(pk=claims.get("u"), is_active=True).first()

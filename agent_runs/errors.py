@@ -1,30 +1,56 @@
-"""Domain errors of the run API; config/exceptions.py maps each to its HTTP status."""
+"""Domain errors of the run core. Each carries its ``code`` and HTTP ``status``; each protocol
+renders them in its own shape (agent_runs/protocols/<protocol>/errors.py)."""
+
+from config.errors import DomainError
 
 
-class RunInputInvalid(Exception):
-    """A RunAgentInput broke a rule of spec/run-agent-input.md; the message is the spec's."""
+class RunInputInvalid(DomainError):
+    """A run's input broke a rule of spec/run-agent-input.md; the message is the spec's."""
+
+    code = "invalid_input"
+    status = 422
 
 
 class RunPayloadTooLarge(RunInputInvalid):
     """The raw body is over the 256 KB limit (spec/run-agent-input.md, Validation Rules)."""
 
+    code = "payload_too_large"
+    status = 413
+
     def __init__(self) -> None:
         super().__init__("RunAgentInput payload exceeds size limit")
 
 
-class RunIdConflict(Exception):
+class RunIdConflict(DomainError):
     """The runId already names a run of this thread with a different body."""
+
+    code = "run_id_conflict"
+    status = 409
 
     def __init__(self) -> None:
         super().__init__("runId already exists in this thread with a different RunAgentInput")
 
 
-class RunIdAmbiguous(Exception):
+class RunIdAmbiguous(DomainError):
     """A runId names runs in several of the caller's threads: the request must say which."""
+
+    code = "run_id_ambiguous"
+    status = 409
 
     def __init__(self) -> None:
         super().__init__("runId is used in several threads: pass threadId")
 
 
+class EventCursorInvalid(DomainError):
+    """A stream's resume cursor (``Last-Event-ID``) is not an event id."""
+
+    code = "invalid_cursor"
+    status = 400
+
+    def __init__(self) -> None:
+        super().__init__("Last-Event-ID must be an event id")
+
+
 class RunNoLongerRunning(Exception):
-    """The run was cancelled (or otherwise ended) while its job worked on it."""
+    """The run was cancelled (or otherwise ended) while its job worked on it; not an API
+    error: the job stops writing for it."""

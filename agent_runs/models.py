@@ -27,6 +27,14 @@ class ApiToken(models.Model):
         return hashlib.sha256(raw_key.encode()).hexdigest()
 
 
+class Stage(models.TextChoices):
+    """The stages of a run's pipeline, in the order they run (router → worker → memory)."""
+
+    ROUTER = "router"
+    WORKER = "worker"
+    MEMORY = "memory"
+
+
 class Visibility(enum.IntFlag):
     """Consumers of a stored message (spec/sse-events-and-usage.md, section 8)."""
 
@@ -69,8 +77,6 @@ class Run(models.Model):
         CHAT = "chat"
         AUTOMATION = "automation"
 
-    TERMINAL_STATUSES = (Status.COMPLETED, Status.FAILED, Status.CANCELLED)
-
     thread = models.ForeignKey(Thread, on_delete=models.CASCADE, related_name="runs")
     run_id = models.CharField(max_length=128)
     parent_run_id = models.CharField(max_length=128, blank=True)
@@ -80,11 +86,19 @@ class Run(models.Model):
     input = models.JSONField()
     input_sha256 = models.CharField(max_length=64, editable=False)
     client_time = models.JSONField(null=True, blank=True)
+    # The AutomationJob an automation run names (RunAgentInput.context), "" for chat runs.
+    automation_job = models.CharField(max_length=100, blank=True)
     # The RQ job id, answered as TaskAcceptedResponse.taskId.
     task_id = models.UUIDField(unique=True, default=uuid.uuid4, editable=False)
     # Whether this run created its thread, so an idempotent retry answers the same.
     created_thread = models.BooleanField(default=False)
     error = models.TextField(blank=True)
+    # Set by the job that claimed the run; every write of that job for the run checks it in
+    # the same statement, so a job that lost its run (failed by the sweeper) writes nothing.
+    claim_token = models.UUIDField(null=True, blank=True, editable=False)
+    # Renewed by the claiming worker while the job runs: PostgreSQL, not Redis, tells the
+    # sweeper whether a running run's worker is alive.
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -140,7 +154,9 @@ class RunEvent(models.Model):
     """One AG-UI event of a run, as sent on the wire (spec/sse-events-and-usage.md).
 
     The primary key is the SSE event id: it only grows, and a thread's runs execute one at a
-    time, so a thread's events are in id order.
+    time, so a thread's events are in id order and its journal is a concatenation of whole
+    runs. ``seq`` is the event's ordinal within its run (0 for its RUN_STARTED), so a
+    protocol's translator numbers a replay exactly as the live stream did.
     """
 
     # Indexed with the id below: reads are "this thread's (or run's) events in id order".
@@ -148,15 +164,16 @@ class RunEvent(models.Model):
         Thread, on_delete=models.CASCADE, related_name="events", db_index=False
     )
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="events", db_index=False)
+    seq = models.PositiveIntegerField()
     type = models.CharField(max_length=32)
     payload = models.JSONField()
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
-        indexes = [
-            models.Index(fields=["thread", "id"], name="event_thread_id"),
-            models.Index(fields=["run", "id"], name="event_run_id"),
+        constraints = [
+            models.UniqueConstraint(fields=["run", "seq"], name="event_unique_seq_per_run")
         ]
+        indexes = [models.Index(fields=["thread", "id"], name="event_thread_id")]
 
     def __str__(self) -> str:
         return f"{self.pk} {self.type}"

@@ -1,14 +1,7 @@
-from django.urls import path
+"""The run core's HTTP routes: one include per protocol package (agent_runs/protocols/)."""
 
-from agent_runs.views import RunCancelApi, RunCreateApi, StreamTokenCreateApi
+from django.urls import include, path
 
-# GET runs/<thread_id>/events is served in front of Django: see agent_runs/sse_app.py.
 urlpatterns = [
-    path("runs", RunCreateApi.as_view(), name="run-create"),
-    path("runs/<str:run_id>/cancel", RunCancelApi.as_view(), name="run-cancel"),
-    path(
-        "runs/<uuid:thread_id>/stream-token",
-        StreamTokenCreateApi.as_view(),
-        name="run-stream-token",
-    ),
+    path("", include("agent_runs.protocols.agui.urls")),
 ]

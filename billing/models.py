@@ -5,8 +5,8 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
-from agent_runs.models import Run
-from billing.schemas import CostSource, Stage
+from agent_runs.models import Run, Stage
+from billing.schemas import CostSource
 
 # Per-token prices such as 0.00000027, and costs down to a single token at them, exactly.
 PRICE_DIGITS = 24

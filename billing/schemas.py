@@ -16,14 +16,6 @@ class CostSource(models.TextChoices):
     INCOMPLETE_USAGE_FALLBACK = "incomplete_usage_fallback"
 
 
-class Stage(models.TextChoices):
-    """The pipeline stage that made a model call."""
-
-    ROUTER = "router"
-    WORKER = "worker"
-    MEMORY = "memory"
-
-
 class UsageSummary(BaseModel):
     """A run's normalised usage (spec 5.3) and its cost decision (spec 5.4-5.6).
 

@@ -1,4 +1,5 @@
-"""ASGI entry point for daphne: HTTP now; WebSocket routes join the router as they are built."""
+"""ASGI entry point for daphne: Channels routes the streaming endpoints to their consumers and
+everything else to Django."""
 
 import os
 
@@ -7,12 +8,21 @@ import django
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 django.setup(set_prefix=False)
 
-from channels.routing import ProtocolTypeRouter  # noqa: E402 - needs the Django app set up first
+# These need the Django apps set up first.
+from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
+from django.urls import re_path  # noqa: E402
 
-from agent_runs.sse_app import with_event_stream  # noqa: E402
+from agent_runs.protocols.agui.routing import http_urlpatterns as agui_http  # noqa: E402
 from config.asgi_handler import SyncChainASGIHandler  # noqa: E402
 from config.static import with_static_files  # noqa: E402
 
 django_asgi_app = SyncChainASGIHandler()
 
-application = ProtocolTypeRouter({"http": with_static_files(with_event_stream(django_asgi_app))})
+application = ProtocolTypeRouter(
+    {
+        "http": with_static_files(
+            # Django's stubs expect a view in re_path(); Channels takes any ASGI app there.
+            URLRouter([*agui_http, re_path(r"", django_asgi_app)])  # type: ignore[arg-type]
+        ),
+    }
+)

@@ -1,44 +1,16 @@
-"""The one place where domain errors become HTTP responses: ``{"detail": "<message>"}``."""
+"""The default rendering of errors for the API: ``{"detail": "<message>"}``, the AG-UI and
+spec shape. Every domain error carries its own status (config/errors.py); protocols with
+another error shape render the same errors their own way."""
 
 from typing import Any
 
-from rest_framework import status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler
 
-from agent_runs.errors import RunIdAmbiguous, RunIdConflict, RunInputInvalid, RunPayloadTooLarge
-from attachments.errors import (
-    AttachmentFileMissing,
-    AttachmentNotAnImage,
-    AttachmentTooLarge,
-    AttachmentUrlInvalid,
-    ObjectPathInvalid,
-    SignedUrlExpired,
-    SignedUrlInvalid,
-    SignedUrlTampered,
-)
-from history.errors import HistoryQueryInvalid
-
-_STATUS_BY_ERROR: dict[type[Exception], int] = {
-    RunPayloadTooLarge: status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
-    RunInputInvalid: status.HTTP_422_UNPROCESSABLE_ENTITY,
-    RunIdConflict: status.HTTP_409_CONFLICT,
-    RunIdAmbiguous: status.HTTP_409_CONFLICT,
-    HistoryQueryInvalid: status.HTTP_422_UNPROCESSABLE_ENTITY,
-    # attachments: subclasses before their base (SignedUrlInvalid), since the first match wins.
-    AttachmentFileMissing: status.HTTP_400_BAD_REQUEST,
-    AttachmentTooLarge: status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
-    AttachmentNotAnImage: status.HTTP_415_UNSUPPORTED_MEDIA_TYPE,
-    AttachmentUrlInvalid: status.HTTP_422_UNPROCESSABLE_ENTITY,
-    ObjectPathInvalid: status.HTTP_400_BAD_REQUEST,
-    SignedUrlExpired: status.HTTP_403_FORBIDDEN,
-    SignedUrlTampered: status.HTTP_403_FORBIDDEN,
-    SignedUrlInvalid: status.HTTP_400_BAD_REQUEST,
-}
+from config.errors import DomainError
 
 
 def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
-    for error_class, status_code in _STATUS_BY_ERROR.items():
-        if isinstance(exc, error_class):
-            return Response({"detail": str(exc)}, status=status_code)
+    if isinstance(exc, DomainError):
+        return Response({"detail": str(exc)}, status=exc.status)
     return exception_handler(exc, context)

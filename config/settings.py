@@ -125,7 +125,7 @@ RQ_QUEUES = {
     AGENT_RUNS_QUEUE: {"URL": REDIS_URL, "DEFAULT_TIMEOUT": AGENT_RUN_JOB_TIMEOUT},
 }
 # The worker runs jobs in its own process, warm (see agent_runs/worker.py).
-RQ = {"WORKER_CLASS": "agent_runs.worker.RunWorker"}
+RQ = {"WORKER_CLASS": "agent_runs.runtime.worker.RunWorker"}
 
 # Models (DESIGN.md, "Model configuration"): "demo" runs offline with no key.
 AGENT_WORKER_MODEL = env_str("AGENT_WORKER_MODEL", "demo")

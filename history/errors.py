@@ -1,5 +1,10 @@
-"""Domain errors of the history API; config/exceptions.py maps each to its HTTP status."""
+"""Domain errors of the history API, each with its ``code`` and HTTP ``status``."""
+
+from config.errors import DomainError
 
 
-class HistoryQueryInvalid(Exception):
+class HistoryQueryInvalid(DomainError):
     """A history query parameter is malformed (422, ``{"detail": "<message>"}``)."""
+
+    code = "invalid_history_query"
+    status = 422

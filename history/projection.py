@@ -9,17 +9,16 @@ from datetime import UTC, date, datetime
 from typing import Any
 
 from agent_runs.models import Message
+from agent_runs.ui_schema import MAX_ITEMS, ui_schema_build
 from attachments.errors import ObjectPathInvalid
 from attachments.signing import signed_url_create
 from history.schemas import (
-    MAX_ITEMS,
     HistoryAttachment,
     HistoryMessage,
     HistoryMessageAssistant,
     HistoryMessageUser,
     HistorySnapshotResponse,
 )
-from history.ui_schema import ui_schema_build
 
 
 @dataclass(frozen=True)

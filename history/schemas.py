@@ -1,4 +1,4 @@
-"""Protocol shapes of the history API and of the compiled UI schema.
+"""Protocol shapes of the history API (the compiled UI schema's are agent_runs/ui_schema.py).
 
 spec/run-agent-input.md: History API, HistoryMessage, UiSchemaRenderer, Example.
 spec/chat-messages-and-attachments.md: User Message Attachments (``metadata`` passthrough).
@@ -10,133 +10,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import date
 from typing import Annotated, Any, Literal
-from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field
 
-from agent_runs.schemas import parse_uuid
+from agent_runs.run_input import parse_uuid
+from agent_runs.ui_schema import UiSchemaRenderer, exclude_none
 from history.errors import HistoryQueryInvalid
-
-# Caps of the compiled UI schema: what an agent asks for beyond them is cut, never an error.
-MAX_BLOCKS = 50
-MAX_ITEMS = 50
-MAX_ACTIONS = 10
-MAX_TEXT_CHARS = 4000
-MAX_LABEL_CHARS = 200
-MAX_URL_CHARS = 2048
-
-UiStatus = Literal["info", "success", "warning", "error", "pending"]
-
-
-class _Node(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class TextNode(_Node):
-    type: Literal["text"] = "text"
-    content: str = Field(min_length=1, max_length=MAX_TEXT_CHARS)
-    role: Literal["title", "body", "caption"] = "body"
-
-
-class BadgeNode(_Node):
-    type: Literal["badge"] = "badge"
-    label: str = Field(min_length=1, max_length=MAX_LABEL_CHARS)
-    status: UiStatus = "info"
-
-
-class ListNode(_Node):
-    type: Literal["list"] = "list"
-    items: list[Annotated[str, Field(min_length=1, max_length=MAX_TEXT_CHARS)]] = Field(
-        min_length=1, max_length=MAX_ITEMS
-    )
-
-
-class KeyValueItem(_Node):
-    key: str = Field(min_length=1, max_length=MAX_LABEL_CHARS)
-    value: str = Field(max_length=MAX_TEXT_CHARS)
-
-
-class KeyValueNode(_Node):
-    type: Literal["key_value"] = "key_value"
-    items: list[KeyValueItem] = Field(min_length=1, max_length=MAX_ITEMS)
-
-
-class ImageNode(_Node):
-    type: Literal["image"] = "image"
-    url: str = Field(max_length=MAX_URL_CHARS)
-    alt: str = Field(default="", max_length=MAX_LABEL_CHARS)
-
-    @field_validator("url")
-    @classmethod
-    def _http_only(cls, url: str) -> str:
-        # A client renders this as <img src>: no javascript:, data: or relative URLs.
-        parts = urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.netloc:
-            raise ValueError("image url must be an absolute http(s) URL")
-        return url
-
-
-class DividerNode(_Node):
-    type: Literal["divider"] = "divider"
-
-
-class SendMessageAction(_Node):
-    """A suggested action: tapping it sends ``prompt`` as the user's next message."""
-
-    type: Literal["send_message"] = "send_message"
-    prompt: str = Field(min_length=1, max_length=MAX_TEXT_CHARS)
-
-
-class ActionNode(_Node):
-    type: Literal["action"] = "action"
-    label: str = Field(min_length=1, max_length=MAX_LABEL_CHARS)
-    action: SendMessageAction
-
-
-class StackNode(_Node):
-    type: Literal["stack"] = "stack"
-    appearance: Literal["card", "plain"] = "card"
-    children: list["UiNode"] = Field(default_factory=list)
-
-
-UiNode = Annotated[
-    TextNode
-    | BadgeNode
-    | ListNode
-    | KeyValueNode
-    | ImageNode
-    | DividerNode
-    | ActionNode
-    | StackNode,
-    Field(discriminator="type"),
-]
-StackNode.model_rebuild()
-
-
-def _exclude_none(value: Any) -> bool:
-    return value is None
-
-
-class UiSchemaMeta(_Node):
-    request_id: str | None = Field(default=None, alias="requestId", exclude_if=_exclude_none)
-    tool_id: str | None = Field(default=None, alias="toolId", exclude_if=_exclude_none)
-    trace_id: str | None = Field(default=None, alias="traceId", exclude_if=_exclude_none)
-    user_id: str | None = Field(default=None, alias="userId", exclude_if=_exclude_none)
-
-
-class UiSchemaRenderer(_Node):
-    """spec/run-agent-input.md, UiSchemaRenderer."""
-
-    version: Literal["2.0"] = "2.0"
-    locale: str
-    status: UiStatus
-    theme: Literal["default", "light", "dark"] = "default"
-    meta: UiSchemaMeta | None = Field(default=None, exclude_if=_exclude_none)
-    root: StackNode
-
-    def to_wire(self) -> dict[str, Any]:
-        data: dict[str, Any] = self.model_dump(mode="json", by_alias=True)
-        return data
 
 
 class _Wire(BaseModel):
@@ -157,7 +36,7 @@ class HistoryMessageUser(_Wire):
     role: Literal["user"] = "user"
     content: str
     attachments: list[HistoryAttachment]
-    metadata: dict[str, Any] | None = Field(default=None, exclude_if=_exclude_none)
+    metadata: dict[str, Any] | None = Field(default=None, exclude_if=exclude_none)
     timestamp: str
 
 

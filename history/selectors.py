@@ -19,7 +19,7 @@ from django.db.models import F, OuterRef, QuerySet, Subquery
 from django.http import Http404
 
 from agent_runs.models import Message, Thread, Visibility
-from agent_runs.schemas import iana_timezones
+from agent_runs.selectors.profiles import user_locale, user_timezone
 from history.projection import HistoryDay, history_snapshot_response
 from history.schemas import HistorySnapshotResponse
 
@@ -109,13 +109,9 @@ def _latest_thread(user: AbstractBaseUser) -> tuple[uuid.UUID, Any] | None:
 
 
 def _zone_and_locale(profile: Any) -> tuple[ZoneInfo, str]:
-    """The profile's ``timezone`` (UTC when unset or not an IANA zone) and ``locale`` (for the
-    UI schema, which falls back to "en" on a malformed one)."""
+    """The profile's zone (UTC when unset or not an IANA zone) and locale."""
     profile = profile if isinstance(profile, dict) else {}
-    name = profile.get("timezone")
-    zone = ZoneInfo(name if isinstance(name, str) and name in iana_timezones() else "UTC")
-    locale = profile.get("locale")
-    return zone, locale if isinstance(locale, str) else "en"
+    return user_timezone(profile) or ZoneInfo("UTC"), user_locale(profile)
 
 
 def _day_start(day: date, zone: ZoneInfo) -> datetime:

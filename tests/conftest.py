@@ -15,7 +15,7 @@ from django.db import connection, connections
 from django.test import TestCase
 from rest_framework.test import APIClient
 
-from agent_runs.services import api_token_create
+from agent_runs.services.tokens import api_token_create
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -60,7 +60,7 @@ def bob(bob_token: str) -> APIClient:
 
 def work_burst(queue: Any) -> None:
     """Run a real worker until the queue is empty (in this process: it runs jobs in its own)."""
-    from agent_runs.worker import RunWorker
+    from agent_runs.runtime.worker import RunWorker
 
     connections.close_all()
     RunWorker([queue], connection=queue.connection).work(burst=True)

@@ -14,12 +14,13 @@ from agentscope.tool import _toolkit as agentscope_toolkit_module
 from agentscope.tool._tool_group import ToolGroup
 from agentscope.tool._utils import _extract_input_schema
 
-from agent_runs import agentscope_tuning
-from agent_runs.agui_mapping import RunMappingState, map_agentscope_event
-from agent_runs.demo_model import DEMO_MODEL_ID
-from agent_runs.llm import chat_model_for
-from agent_runs.pipeline import WORKER_SYSTEM_PROMPT, conversation, iterate_async, worker_reply
-from agent_runs.schemas import AgentOutput
+from agent_runs.runtime import agentscope_tuning
+from agent_runs.runtime.agents import WORKER_SYSTEM_PROMPT, conversation, worker_reply
+from agent_runs.runtime.agentscope_events import RunMappingState, map_agentscope_event
+from agent_runs.runtime.async_bridge import iterate_async
+from agent_runs.runtime.chat_models import chat_model_for
+from agent_runs.runtime.demo_model import DEMO_MODEL_ID
+from agent_runs.runtime.output import AgentOutput
 
 SCHEMA = {
     "type": "object",

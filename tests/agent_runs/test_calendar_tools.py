@@ -5,12 +5,12 @@ from datetime import UTC, datetime
 
 import pytest
 
-from agent_runs.calendar_tools import (
+from agent_runs.models import CalendarEvent, Message, Run, UserProfile, Visibility
+from agent_runs.runtime.tools.calendar import (
     CalendarToolError,
     resolve_event_timezone,
     resolve_local_time,
 )
-from agent_runs.models import CalendarEvent, Message, Run, UserProfile, Visibility
 from tests.agent_runs.sse import read_sse
 from tests.conftest import post_run, run_input, work_burst
 from tests.fake_llm import said

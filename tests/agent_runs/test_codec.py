@@ -22,14 +22,15 @@ from agentscope.event import (
     ToolResultTextDeltaEvent,
 )
 
-from agent_runs.agui_mapping import (
+from agent_runs.events.codec import EventOrderError, EventSequence, encode_event
+from agent_runs.events.sse import sse_frame
+from agent_runs.runtime.agentscope_events import (
     STRUCTURED_OUTPUT_TOOL,
     RunMappingState,
     StructuredAnswer,
     answer_text_events,
     map_agentscope_event,
 )
-from agent_runs.codec import EventOrderError, EventSequence, encode_event, sse_frame
 
 IDS = {"threadId": "t-1", "runId": "r-1"}
 

@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from agent_runs.job_stop import RunStopped, job_stop
-from agent_runs.pipeline import iterate_async, run_coroutine
+from agent_runs.runtime.async_bridge import iterate_async, run_coroutine
+from agent_runs.runtime.job_stop import RunStopped, job_stop
 
 
 async def items(*steps: float | str):

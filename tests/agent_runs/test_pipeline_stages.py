@@ -6,10 +6,11 @@ import json
 
 import pytest
 
-from agent_runs.llm import UsageLog, chat_model_for
 from agent_runs.models import AutomationJob, Message, Run, RunEvent, UserMemory, Visibility
-from agent_runs.pipeline import conversation, run_coroutine
-from agent_runs.schemas import RouteDecision
+from agent_runs.runtime.agents import conversation
+from agent_runs.runtime.async_bridge import run_coroutine
+from agent_runs.runtime.chat_models import UsageLog, chat_model_for
+from agent_runs.runtime.output import RouteDecision
 from tests.conftest import post_run, run_input, work_burst
 from tests.fake_llm import FakeOpenAI, backend_tool_names, said
 
@@ -242,7 +243,7 @@ def test_every_model_call_keeps_the_providers_raw_usage(settings):
 
 
 def test_remembering_a_fact_again_keeps_one_and_makes_it_the_newest(alice, settings):
-    from agent_runs.services import user_memory_add
+    from agent_runs.services.memory import user_memory_add
 
     settings.AGENT_MEMORY_MAX_ITEMS = 2
     from django.contrib.auth import get_user_model

@@ -120,7 +120,7 @@ def test_a_stranger_cannot_cancel_and_a_reused_run_id_needs_its_thread(alice, bo
 
 
 def test_a_long_run_keeps_beating_so_the_sweeper_leaves_it_running(alice, redis_queue, settings):
-    from agent_runs.execution import runs_recover
+    from agent_runs.services.lifecycle import runs_recover
 
     with FakeOpenAI() as slow_model:
         worker = start_slow_model_worker(

@@ -20,10 +20,10 @@ from ag_ui.core import (
     TextMessageStartEvent,
 )
 
-from agent_runs import event_log
-from agent_runs.event_log import RunEventEmitter
+from agent_runs.events import emitter as event_log
+from agent_runs.events.emitter import RunEventEmitter
+from agent_runs.events.hub import HUB_CLIENT_NAME
 from agent_runs.models import Run
-from agent_runs.stream_hub import HUB_CLIENT_NAME
 from tests.agent_runs.sse import read_sse
 from tests.conftest import (
     free_port,

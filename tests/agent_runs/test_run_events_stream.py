@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from agent_runs.codec import INTERNAL_FIELDS
-from agent_runs.event_log import stream_key
+from agent_runs.events.codec import INTERNAL_FIELDS
+from agent_runs.events.emitter import stream_key
 from agent_runs.models import Message, Run, RunEvent
 from tests.agent_runs.sse import read_sse
 from tests.conftest import post_run, run_input, work_burst

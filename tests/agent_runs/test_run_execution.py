@@ -6,9 +6,9 @@ import pytest
 from django.conf import settings
 from django.utils import timezone
 
-from agent_runs.demo_model import demo_answer
 from agent_runs.models import Message, Run
-from agent_runs.services import run_enqueue
+from agent_runs.runtime.demo_model import demo_answer
+from agent_runs.services.queue import run_enqueue
 from tests.conftest import post_run, run_input, wait_for, work_burst
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.integration]
@@ -103,7 +103,7 @@ def test_a_run_whose_job_was_lost_with_redis_is_recovered_by_the_next_worker(ali
 
 
 def test_recovery_enqueues_the_next_run_of_each_idle_thread_once(alice, redis_queue):
-    from agent_runs.execution import runs_recover
+    from agent_runs.services.lifecycle import runs_recover
 
     first, second = run_input(runId="a-1"), run_input(runId="b-1")
     for body in (first, run_input(threadId=first["threadId"], runId="a-2"), second):
@@ -141,7 +141,7 @@ def test_a_run_left_running_by_a_dead_worker_is_failed_by_the_next_worker(alice,
 
 def test_context_keeps_the_newest_turns_that_fit_the_budget(alice, redis_queue):
     from agent_runs.models import Visibility
-    from agent_runs.selectors import context_messages_for
+    from agent_runs.selectors.context import context_messages_for
 
     body = run_input(messages=[{"id": "m1", "role": "user", "content": "x" * 400}])
     post_run(alice, body)
@@ -175,8 +175,8 @@ def test_each_stage_reads_only_the_messages_its_visibility_bit_allows(alice, red
     from django.contrib.auth import get_user_model
 
     from agent_runs.models import Thread, Visibility
-    from agent_runs.selectors import context_messages_for
-    from agent_runs.services import MessageDraft, messages_append
+    from agent_runs.selectors.context import context_messages_for
+    from agent_runs.services.messages import MessageDraft, messages_append
 
     thread = Thread.objects.create(owner=get_user_model().objects.get(username="alice"))
     drafts = [

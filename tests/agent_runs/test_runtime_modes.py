@@ -4,8 +4,8 @@ automation runs from the AutomationJob they name."""
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
+from agent_runs.agent_config import system_agents
 from agent_runs.models import AutomationJob, Run, Thread
-from agent_runs.runtime_config import system_agents
 from tests.conftest import post_run, run_input, work_burst
 from tests.fake_llm import backend_tool_names
 

@@ -17,7 +17,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 
 from agent_runs.models import Run
-from agent_runs.services import api_token_create
+from agent_runs.services.tokens import api_token_create
 from tests.agent_runs.sse import read_sse
 from tests.conftest import run_input, start_daphne, stop_process
 

@@ -34,9 +34,9 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandParser
 
-from agent_runs.event_log import RunEventEmitter
+from agent_runs.events.emitter import RunEventEmitter
 from agent_runs.models import Run, Thread
-from agent_runs.services import api_token_create
+from agent_runs.services.tokens import api_token_create
 
 _KEEPALIVE_SECONDS = 2.0
 

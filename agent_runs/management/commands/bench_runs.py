@@ -20,7 +20,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from rq.job import Job
 
 from agent_runs.models import Run
-from agent_runs.services import api_token_create
+from agent_runs.services.tokens import api_token_create
 from config.benchmarks import cpu_reference_line, cpu_reference_ms
 
 

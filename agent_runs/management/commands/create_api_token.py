@@ -1,6 +1,6 @@
 from django.core.management.base import BaseCommand, CommandParser
 
-from agent_runs.services import api_token_create
+from agent_runs.services.tokens import api_token_create
 
 
 class Command(BaseCommand):

@@ -1,0 +1,104 @@
+"""Which tools and context a run's stages get, by runtime mode (spec/run-agent-input.md,
+"运行模式说明"): ``chat`` from ``system_agents.yaml``, ``automation`` from the run's
+``AutomationJob``. A run in automation mode names its job in ``RunAgentInput.context`` as
+``{"description": "automation_job", "value": "<job name>"}`` (``forwardedProps`` allows no
+other keys)."""
+
+from collections.abc import Iterable
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+from django.utils.module_loading import import_string
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from agent_runs.models import AutomationJob, Run
+
+BUILT_IN_TOOLS = ("calendar_create", "calendar_list", "calendar_update", "calendar_delete")
+
+
+class StageConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    enabled_tools: list[str] = []
+    context: str = ""
+
+    def check_tools(self, known: Iterable[str]) -> None:
+        unknown = sorted(set(self.enabled_tools) - set(known))
+        if unknown:
+            raise ValueError(f"unknown tools {unknown}; known: {sorted(known)}")
+
+
+class SystemAgents(BaseModel):
+    """``agents``: per stage, its tools and context. ``tools``: operator tools, by name, as
+    the dotted path of a function (sync or async; its signature and docstring describe it to
+    the model)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    agents: dict[str, StageConfig]
+    tools: dict[str, str] = {}
+
+    @property
+    def known_tools(self) -> list[str]:
+        return [*BUILT_IN_TOOLS, *self.tools]
+
+    def model_post_init(self, __context: Any) -> None:
+        for name, path in self.tools.items():
+            if name in BUILT_IN_TOOLS:
+                raise ValueError(f"operator tool {name!r} would hide the built-in tool")
+            try:
+                import_string(path)
+            except ImportError as exc:
+                raise ValueError(f"operator tool {name!r}: {exc}") from exc
+        for stage in self.agents.values():
+            stage.check_tools(self.known_tools)
+
+
+@cache
+def system_agents(path: Path | None = None) -> SystemAgents:
+    """``system_agents.yaml``, validated; a bad file is an ``ImproperlyConfigured`` naming
+    the file and the problem."""
+    path = path or Path(settings.AGENT_SYSTEM_AGENTS_FILE)
+    try:
+        data = yaml.safe_load(path.read_text())
+        return SystemAgents.model_validate(data)
+    except (OSError, yaml.YAMLError, ValidationError, ValueError) as exc:
+        raise ImproperlyConfigured(f"{path}: {exc}") from exc
+
+
+def stage_config(*, run: Run, stage: str) -> StageConfig:
+    """The tools and context of one stage of this run."""
+    if run.runtime_mode == Run.RuntimeMode.AUTOMATION:
+        job = _automation_job(run)
+        try:
+            config = StageConfig.model_validate(job.config.get(stage, job.config))
+            config.check_tools(system_agents().known_tools)
+            return config
+        except (ValidationError, ValueError) as exc:
+            raise ImproperlyConfigured(f"automation job {job.name!r}: {exc}") from exc
+    return system_agents().agents.get(stage, StageConfig())
+
+
+def stage_enabled(*, run: Run, stage: str) -> bool:
+    """Whether an optional stage (``memory``) runs: it is configured for the run's agent
+    (``agents.<stage>`` in system_agents.yaml, or ``<stage>`` in the automation job's
+    config)."""
+    if run.runtime_mode == Run.RuntimeMode.AUTOMATION:
+        return stage in _automation_job(run).config
+    return stage in system_agents().agents
+
+
+def automation_job_get(*, name: str) -> AutomationJob | None:
+    """The automation job of this name, if there is one."""
+    return AutomationJob.objects.filter(name=name).first() if name else None
+
+
+def _automation_job(run: Run) -> AutomationJob:
+    job = automation_job_get(name=run.automation_job)
+    if job is None:  # deleted since the run was accepted
+        raise ImproperlyConfigured(f"no automation job named {run.automation_job!r}")
+    return job

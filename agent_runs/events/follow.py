@@ -1,0 +1,163 @@
+"""A thread's journal as one ordered stream: replay from PostgreSQL, then live from Redis.
+
+The only replay + live merge of the project: every protocol frames what it yields its own
+way (AG-UI as SSE, the others through their translators). spec/sse-events-and-usage.md,
+sections 1-2. The stream subscribes to the process's stream hub before it replays, so an
+event committed during the replay is either replayed or read live (and dropped the second
+time by id). Each live entry names the thread's previous event id: when it is not the last
+one sent, Redis missed something and PostgreSQL fills the gap. When Redis fails, or the
+reader is too slow, the hub says so and PostgreSQL is read.
+"""
+
+import asyncio
+import json
+import uuid
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.db import connection as db_connection
+
+from agent_runs.events.codec import TERMINAL_TYPES
+from agent_runs.events.emitter import stream_key
+from agent_runs.events.hub import RESET, Subscription, stream_hub
+from agent_runs.selectors.events import EventStreamStart, events_after
+
+T = TypeVar("T")
+# One event of the journal: its id (the SSE id) and its wire JSON.
+Event = tuple[int, dict[str, Any]]
+
+_REPLAY_PAGE = 1000
+_IDLE_PERIODS_PER_CHECK = 4
+
+
+@dataclass
+class _Cursor:
+    thread_id: uuid.UUID
+    last_seen: int
+    run_id: str | None  # whose terminal event ends the stream (unless it follows)
+    follow: bool
+    # Without a cursor the stream starts at this run's RUN_STARTED: what comes before it
+    # (the end of an earlier run still running) is not sent.
+    await_run_start: bool
+    done: bool = False
+
+    def take(self, batch: list[Event], event_id: int, payload: dict[str, Any]) -> None:
+        self.last_seen = event_id
+        kind = payload.get("type")
+        if self.await_run_start:
+            if kind != "RUN_STARTED" or payload.get("runId") != self.run_id:
+                return
+            self.await_run_start = False
+        batch.append((event_id, payload))
+        if not self.follow and kind in TERMINAL_TYPES and payload.get("runId") == self.run_id:
+            self.done = True
+
+
+async def thread_events(
+    *, thread_id: uuid.UUID, start: EventStreamStart, follow: bool
+) -> AsyncIterator[list[Event]]:
+    """Batches of the thread's events after ``start.after_id``, in id order, ending after the
+    chosen run's terminal event unless ``follow``. An empty batch means the stream is idle
+    (a keep-alive is due)."""
+    if start.run_ended and not follow:
+        return
+    subscription = await stream_hub().subscribe(stream_key(thread_id))  # before the replay
+    try:
+        cursor = _Cursor(thread_id, start.after_id, start.run_id, follow, start.await_run_start)
+        async for batch in _replay(cursor):
+            yield batch
+        async for batch in _live(subscription, cursor):
+            yield batch
+    finally:
+        subscription.close()
+
+
+async def _replay(cursor: _Cursor) -> AsyncIterator[list[Event]]:
+    """Every committed event after the cursor, page by page, from PostgreSQL."""
+    while not cursor.done:
+        rows = await db_call(
+            events_after, thread_id=cursor.thread_id, after_id=cursor.last_seen, limit=_REPLAY_PAGE
+        )
+        batch: list[Event] = []
+        for event_id, payload in rows:
+            cursor.take(batch, event_id, payload)
+            if cursor.done:
+                break
+        if batch:
+            yield batch
+        if cursor.done or len(rows) < _REPLAY_PAGE:
+            return
+
+
+async def _live(subscription: Subscription, cursor: _Cursor) -> AsyncIterator[list[Event]]:
+    """Events as Redis receives them; an empty batch (and now and then a look at
+    PostgreSQL) when idle."""
+    idle_periods = 0
+    while not cursor.done:
+        try:
+            item = await asyncio.wait_for(
+                subscription.queue.get(), settings.AGENT_SSE_KEEPALIVE_SECONDS
+            )
+        except TimeoutError:
+            # Idle: now and then look in PostgreSQL for an event Redis never got (it was
+            # briefly down when the event was emitted).
+            idle_periods += 1
+            if idle_periods % _IDLE_PERIODS_PER_CHECK == 0:
+                seen_before = cursor.last_seen
+                async for batch in _replay(cursor):
+                    yield batch
+                if cursor.last_seen != seen_before:
+                    continue
+            yield []
+            continue
+        idle_periods = 0
+        if item is RESET:
+            async for batch in _replay(cursor):
+                yield batch
+            continue
+        async for batch in _live_entries(item, cursor):
+            yield batch
+
+
+async def _live_entries(entries: Any, cursor: _Cursor) -> AsyncIterator[list[Event]]:
+    """The events of one read of the hub (entries of one thread's stream, each a batch of
+    one run's events), with what Redis missed filled in from PostgreSQL."""
+    batch: list[Event] = []
+    for _entry_id, fields in entries:
+        ids = [int(event_id) for event_id in fields[b"ids"].split(b",")]
+        if ids[-1] <= cursor.last_seen:
+            continue  # already replayed
+        if int(fields[b"prev"]) > cursor.last_seen:
+            if batch:
+                yield batch
+                batch = []
+            async for replayed in _replay(cursor):  # Redis missed events: fill the gap
+                yield replayed
+            if cursor.done or ids[-1] <= cursor.last_seen:
+                continue
+        for event_id, payload in zip(ids, json.loads(fields[b"data"]), strict=True):
+            if event_id > cursor.last_seen:
+                cursor.take(batch, event_id, payload)
+                if cursor.done:
+                    break
+        if cursor.done:
+            break
+    if batch:
+        yield batch
+
+
+async def db_call(function: Callable[..., T], /, **kwargs: Any) -> T:
+    """Run a database read from async code and give the connection back at once: a stream
+    lives for minutes, and must not hold a pooled connection while it waits."""
+
+    def call() -> T:
+        try:
+            return function(**kwargs)
+        finally:
+            db_connection.close()
+
+    # The shared executor, not a thread of the request's own: a stream holds no thread.
+    return await sync_to_async(call, thread_sensitive=False)()

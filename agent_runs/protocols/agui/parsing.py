@@ -1,0 +1,197 @@
+"""The AG-UI edge's parsing of ``RunAgentInput``: the spec's validation rules, in order.
+
+spec/run-agent-input.md: Validation Rules, forwardedProps, Compatibility Notes.
+"""
+
+import re
+from datetime import datetime
+from typing import Any
+
+from pydantic import ValidationError
+from pydantic.alias_generators import to_camel
+
+from agent_runs.errors import EventCursorInvalid, RunInputInvalid
+from agent_runs.run_input import RunAgentInput, iana_timezones, parse_uuid, user_text
+
+MAX_PAYLOAD_BYTES = 256 * 1024
+MAX_RUN_ID_LENGTH = 128
+MAX_MESSAGES = 200
+MAX_USER_TEXT_CHARS = 10_000
+MAX_ATTACHMENTS_PER_MESSAGE = 3
+# The largest epoch in milliseconds that a datetime can hold (9999-12-31T23:59:59.999Z).
+_MAX_EPOCH_MS = 253_402_300_799_999
+_RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$")
+_FORWARDED_PROPS_KEYS = {"runtime_mode", "client_time"}
+
+
+def parse_run_agent_input(raw: Any) -> RunAgentInput:
+    """Validate a decoded request body (spec/run-agent-input.md, Validation Rules).
+
+    The rules run in the order of the spec's table, so each message is exactly the spec's;
+    anything the table does not cover (a wrong type, a missing field) is reported as
+    ``invalid RunAgentInput.<field path>``.
+    """
+    if not isinstance(raw, dict):
+        raise RunInputInvalid("invalid RunAgentInput: the body must be a JSON object")
+    data = _camel_keys(raw)
+    _check_rules(data)
+    try:
+        return RunAgentInput.model_validate(data)
+    except ValidationError as exc:
+        raise RunInputInvalid(_describe(exc)) from None
+
+
+def _check_rules(data: dict[str, Any]) -> None:
+    thread_id = data.get("threadId")
+    if not isinstance(thread_id, str) or parse_uuid(thread_id) is None:
+        raise RunInputInvalid("threadId must be a valid UUID")
+    run_id = data.get("runId")
+    if not isinstance(run_id, str) or not run_id.strip():
+        raise RunInputInvalid("invalid RunAgentInput.runId")
+    if len(run_id) > MAX_RUN_ID_LENGTH:
+        raise RunInputInvalid("runId exceeds length limit")
+    messages = data.get("messages")
+    if not isinstance(messages, list):
+        raise RunInputInvalid("invalid RunAgentInput.messages")
+    if len(messages) > MAX_MESSAGES:
+        raise RunInputInvalid("RunAgentInput.messages exceeds limit")
+    for index, message in enumerate(messages):
+        if not isinstance(message, dict) or not isinstance(message.get("role"), str):
+            raise RunInputInvalid(f"invalid RunAgentInput.messages[{index}]")
+    user_indexes = [index for index, message in enumerate(messages) if message["role"] == "user"]
+    for index in user_indexes:
+        if len(user_text(_user_content(messages[index], index))) > MAX_USER_TEXT_CHARS:
+            raise RunInputInvalid("RunAgentInput user message text exceeds limit")
+    _check_forwarded_props(data.get("forwardedProps"))
+    if len(user_indexes) != 1:
+        raise RunInputInvalid("RunAgentInput.messages must contain exactly one user message")
+    if messages[0]["role"] != "user":
+        raise RunInputInvalid("RunAgentInput.messages[0].role must be user")
+    content = messages[0]["content"]
+    _check_binary_blocks(content)
+    if not user_text(content).strip() and not _binary_blocks(content):
+        raise RunInputInvalid("invalid RunAgentInput.messages[0].content: the message is empty")
+
+
+def _user_content(message: dict[str, Any], index: int) -> str | list[Any]:
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list) and all(isinstance(block, dict) for block in content):
+        return content
+    raise RunInputInvalid(f"invalid RunAgentInput.messages[{index}].content")
+
+
+def _check_forwarded_props(props: Any) -> None:
+    invalid = RunInputInvalid("invalid RunAgentInput.forwardedProps")
+    if not isinstance(props, dict) or not set(props) <= _FORWARDED_PROPS_KEYS:
+        raise invalid
+    if props.get("runtime_mode") not in ("chat", "automation"):
+        raise invalid
+    if "client_time" not in props:
+        return
+    client_time = props["client_time"]
+    if not isinstance(client_time, dict):
+        raise invalid
+    timezone = client_time.get("device_timezone")
+    if not isinstance(timezone, str) or timezone not in iana_timezones():
+        raise RunInputInvalid("invalid client_time.device_timezone")
+    if not _is_rfc3339_with_offset(client_time.get("client_now_iso")):
+        raise RunInputInvalid("invalid client_time.client_now_iso")
+    epoch_ms = client_time.get("client_epoch_ms")
+    if (
+        not isinstance(epoch_ms, int)
+        or isinstance(epoch_ms, bool)
+        or not 0 <= epoch_ms <= _MAX_EPOCH_MS
+    ):
+        raise RunInputInvalid("invalid client_time.client_epoch_ms")
+
+
+def _binary_blocks(content: Any) -> list[dict[str, Any]]:
+    if not isinstance(content, list):
+        return []
+    return [block for block in content if _block_type(block) == "binary"]
+
+
+def _check_binary_blocks(content: Any) -> None:
+    binary_blocks = _binary_blocks(content)
+    for block in binary_blocks:
+        mime_type = block.get("mimeType")
+        if not isinstance(mime_type, str) or not mime_type.lower().startswith("image/"):
+            raise RunInputInvalid("binary content requires image mimeType")
+        url = block.get("url")
+        if not isinstance(url, str) or not url.strip():
+            raise RunInputInvalid("binary content requires url")
+        if block.get("data") is not None:
+            raise RunInputInvalid("binary content data is not allowed")
+    if len(binary_blocks) > MAX_ATTACHMENTS_PER_MESSAGE:
+        raise RunInputInvalid("Too many attachments")
+
+
+def _block_type(block: Any) -> Any:
+    return _block_get(block, "type")
+
+
+def _block_get(block: Any, key: str) -> Any:
+    return block.get(key) if isinstance(block, dict) else getattr(block, key, None)
+
+
+def _is_rfc3339_with_offset(value: Any) -> bool:
+    if not isinstance(value, str) or not _RFC3339.match(value):
+        return False
+    try:
+        parsed = datetime.fromisoformat(value.replace("z", "Z"))
+    except ValueError:
+        return False
+    return parsed.tzinfo is not None
+
+
+# Keys whose values are free-form JSON and are kept exactly as sent.
+_OPAQUE_KEYS = {"state", "forwardedProps", "parameters", "function"}
+
+
+def _camel_keys(value: Any, depth: int = 0) -> Any:
+    """Rename snake_case keys of the protocol's own objects to camelCase (Compatibility Notes).
+
+    ``state``, ``forwardedProps`` and tool ``parameters`` are client data: left untouched.
+    """
+    if depth > 4:
+        return value
+    if isinstance(value, list):
+        return [_camel_keys(item, depth + 1) for item in value]
+    if not isinstance(value, dict):
+        return value
+    renamed: dict[str, Any] = {}
+    for key, item in value.items():
+        camel = to_camel(key) if isinstance(key, str) else key
+        if camel in renamed and camel != key:
+            continue  # the camelCase spelling wins when a client sends both
+        renamed[camel] = item if camel in _OPAQUE_KEYS else _camel_keys(item, depth + 1)
+    return renamed
+
+
+def _describe(exc: ValidationError) -> str:
+    error = exc.errors(include_url=False)[0]
+    path = ""
+    for part in error["loc"]:
+        if isinstance(part, int):
+            path += f"[{part}]"
+        elif part in {"str", "list", "TextContentBlock", "BinaryContentBlock"}:
+            break  # a union member's name, not a field
+        else:
+            path += f".{part}"
+    return f"invalid RunAgentInput{path}: {error['msg']}"
+
+
+# An event id: a positive integer that fits a BIGINT (ASCII digits only: "²".isdigit() holds).
+_EVENT_ID = re.compile(r"[0-9]{1,18}")
+
+
+def parse_event_cursor(value: str | None) -> int | None:
+    """The event id a stream resumes after (``Last-Event-ID`` or ``lastEventId``), ``None``
+    without one; anything else is an ``EventCursorInvalid`` (400)."""
+    if value is None or value == "":
+        return None
+    if not _EVENT_ID.fullmatch(value.strip()):
+        raise EventCursorInvalid()
+    return int(value)

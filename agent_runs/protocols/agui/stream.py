@@ -1,0 +1,118 @@
+"""``GET /api/v1/agent/runs/{thread_id}/events``: a thread's AG-UI events as SSE, resumable.
+
+spec/sse-events-and-usage.md, section 2. A Channels consumer rather than a Django view:
+Django's ASGI handler gives every request a thread of its own for its synchronous parts and
+keeps it until the response ends, and a stream stays open for minutes. Here a stream holds no
+thread: its few database reads run on the shared executor and give their connection back at
+once, and its live events come from the process's stream hub (agent_runs/events/follow.py).
+Authentication is the project's scope middleware: bearer token, stream token or session.
+"""
+
+import asyncio
+import json
+import logging
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+from urllib.parse import parse_qs
+
+from channels.generic.http import AsyncHttpConsumer
+
+from agent_runs.events.follow import db_call, thread_events
+from agent_runs.events.sse import KEEP_ALIVE_FRAME, retry_frame, sse_frame
+from agent_runs.protocols.agui.errors import NOT_AUTHENTICATED, error_parts
+from agent_runs.protocols.agui.parsing import parse_event_cursor
+from agent_runs.selectors.events import event_stream_start
+
+logger = logging.getLogger(__name__)
+
+_RETRY_MS = 3000
+_TRUE = ("1", "true", "yes")
+
+
+class EventStreamConsumer(AsyncHttpConsumer):
+    """Query: ``lastEventId`` (or the ``Last-Event-ID`` header) resumes after an event;
+    ``runId`` picks the run whose terminal event ends the stream (the latest by default);
+    ``follow=true`` keeps it open across runs."""
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        self._receive = receive  # read by the stream to notice a disconnect
+        await super().__call__(scope, receive, send)
+
+    async def handle(self, body: bytes) -> None:
+        if self.scope["method"] != "GET":
+            method = self.scope["method"]
+            await self._error(405, {"detail": f'Method "{method}" not allowed.'}, [])
+            return
+        if self.scope.get("user") is None:
+            await self._error(*NOT_AUTHENTICATED)
+            return
+        query = {key: values[-1] for key, values in parse_qs(self._query_string()).items()}
+        headers = {name.lower(): value for name, value in self.scope["headers"]}
+        thread_id: uuid.UUID = self.scope["url_route"]["kwargs"]["thread_id"]
+        try:
+            header_cursor = headers.get(b"last-event-id")
+            after_id = parse_event_cursor(
+                header_cursor.decode("latin-1") if header_cursor else query.get("lastEventId")
+            )
+            start = await db_call(
+                event_stream_start,
+                user=self.scope["user"],
+                thread_id=thread_id,
+                after_id=after_id,
+                run_id=query.get("runId") or None,
+            )
+        except Exception as exc:
+            await self._error(*error_parts(exc))
+            return
+        follow = query.get("follow", "").lower() in _TRUE
+        await self._stream(thread_events(thread_id=thread_id, start=start, follow=follow))
+
+    def _query_string(self) -> str:
+        return bytes(self.scope.get("query_string", b"")).decode("utf-8", "replace")
+
+    async def _stream(self, batches: AsyncIterator[list[tuple[int, dict[str, Any]]]]) -> None:
+        """Send the events until they end or the client goes away; either way the event
+        generator is closed, which closes its hub subscription."""
+        await self.send_headers(
+            status=200,
+            headers=[
+                (b"content-type", b"text/event-stream"),
+                (b"cache-control", b"no-cache"),
+                (b"x-accel-buffering", b"no"),  # nginx: do not buffer the stream
+            ],
+        )
+
+        async def pump() -> None:
+            await self.send_body(retry_frame(_RETRY_MS), more_body=True)
+            async for batch in batches:
+                frames = b"".join(sse_frame(*event) for event in batch) or KEEP_ALIVE_FRAME
+                await self.send_body(frames, more_body=True)  # one write per batch
+            await self.send_body(b"")
+
+        async def disconnected() -> None:
+            while (await self._receive())["type"] != "http.disconnect":
+                pass
+
+        pumping = asyncio.ensure_future(pump())
+        watching = asyncio.ensure_future(disconnected())
+        try:
+            await asyncio.wait({pumping, watching}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (pumping, watching):
+                task.cancel()
+            results = await asyncio.gather(pumping, watching, return_exceptions=True)
+            aclose = getattr(batches, "aclose", None)
+            if aclose is not None:
+                await aclose()
+        if isinstance(results[0], Exception):
+            logger.error("event stream failed", exc_info=results[0])
+
+    async def _error(
+        self, status: int, body: dict[str, Any], headers: list[tuple[bytes, bytes]]
+    ) -> None:
+        await self.send_response(
+            status,
+            json.dumps(body).encode(),
+            headers=[(b"content-type", b"application/json"), *headers],
+        )

@@ -1,0 +1,178 @@
+"""AgentScope events to AG-UI events: one pure mapping with per-run state.
+
+spec/sse-events-and-usage.md, section 3. AgentScope's own AG-UI middleware is process-global
+and turns errors into RUN_FINISHED (DESIGN.md); this mapping keeps its state per run and
+leaves the run's start and end to the caller, who knows whether the reply failed.
+"""
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from ag_ui.core import (
+    BaseEvent,
+    TextMessageContentEvent,
+    TextMessageStartEvent,
+    ToolCallArgsEvent,
+    ToolCallEndEvent,
+    ToolCallResultEvent,
+    ToolCallStartEvent,
+)
+from agentscope.event import EventType as AgentScopeEventType
+
+from agent_runs.runtime.structured_answer import StructuredAnswer
+from agent_runs.services.messages import tool_message_id
+
+_RESULT_STATUS = {"success": "success", "error": "failure", "interrupted": "partial"}
+# AgentScope's tool through which the worker gives its structured output (AgentOutput).
+STRUCTURED_OUTPUT_TOOL = "GenerateStructuredOutput"
+
+
+@dataclass
+class RunMappingState:
+    """What the mapping remembers while one run's reply streams."""
+
+    thread_id: str
+    run_id: str
+    stage: str
+    message_id: str
+    # The worker's text message is its structured answer, streamed as the model writes it;
+    # text the model writes outside it (and the memory stage's text) is not sent.
+    text_started: bool = False
+    text: str = ""
+    narration: str = ""
+    structured_answers: dict[str, StructuredAnswer] = field(default_factory=dict)
+    tool_names: dict[str, str] = field(default_factory=dict)
+    tool_args: dict[str, str] = field(default_factory=dict)
+    tool_results: dict[str, str] = field(default_factory=dict)
+
+
+def map_agentscope_event(event: Any, state: RunMappingState) -> list[BaseEvent]:
+    """The AG-UI events for one AgentScope event (often none)."""
+    kind = getattr(event, "type", None)
+    if kind == AgentScopeEventType.MODEL_CALL_START:
+        state.narration = ""  # only the last call's text can stand in for an answer
+        return []
+    if kind == AgentScopeEventType.TEXT_BLOCK_DELTA:
+        state.narration += event.delta or ""
+        return []
+    tool_call_id = str(getattr(event, "tool_call_id", "") or "")
+    if kind == AgentScopeEventType.TOOL_CALL_START and event.tool_call_name == (
+        STRUCTURED_OUTPUT_TOOL
+    ):
+        state.structured_answers[tool_call_id] = StructuredAnswer()
+        return []
+    if tool_call_id in state.structured_answers:
+        if kind == AgentScopeEventType.TOOL_CALL_DELTA:
+            return _structured_delta(tool_call_id, event.delta or "", state)
+        return []
+    if kind == AgentScopeEventType.TOOL_CALL_START:
+        state.tool_names[tool_call_id] = event.tool_call_name
+        state.tool_args[tool_call_id] = ""
+        return [
+            ToolCallStartEvent(
+                tool_call_id=tool_call_id,
+                tool_call_name=event.tool_call_name,
+                parent_message_id=state.message_id,
+                messageId=state.message_id,
+                stage=state.stage,
+                threadId=state.thread_id,
+                runId=state.run_id,
+            )
+        ]
+    if kind == AgentScopeEventType.TOOL_CALL_DELTA:
+        state.tool_args[tool_call_id] = state.tool_args.get(tool_call_id, "") + (event.delta or "")
+        return []
+    if kind == AgentScopeEventType.TOOL_CALL_END:
+        return _tool_call_end(tool_call_id, state)
+    if kind == AgentScopeEventType.TOOL_RESULT_TEXT_DELTA:
+        state.tool_results[tool_call_id] = state.tool_results.get(tool_call_id, "") + (
+            event.delta or ""
+        )
+        return []
+    if kind == AgentScopeEventType.TOOL_RESULT_END:
+        return [_tool_call_result(event, state)]
+    return []
+
+
+def answer_text_events(answer: str, state: RunMappingState) -> list[BaseEvent]:
+    """What is left to send of the text message once the final answer is known: the start
+    if none was sent, and the part of the answer not streamed yet (when what was streamed
+    is a prefix of it, as it is unless the model rewrote its answer)."""
+    events = _text_start(state)
+    if answer.startswith(state.text) and len(answer) > len(state.text):
+        events.append(_text_content(answer[len(state.text) :], state))
+    return events
+
+
+def _structured_delta(tool_call_id: str, delta: str, state: RunMappingState) -> list[BaseEvent]:
+    answer = state.structured_answers[tool_call_id]
+    new_text = answer.feed(delta)
+    if len(state.structured_answers) > 1 or not new_text:
+        return []  # a second attempt at the output: its answer is sent whole at the end
+    return [*_text_start(state), _text_content(new_text, state)]
+
+
+def _text_start(state: RunMappingState) -> list[BaseEvent]:
+    if state.text_started:
+        return []
+    state.text_started = True
+    return [
+        TextMessageStartEvent(
+            message_id=state.message_id,
+            role="assistant",
+            threadId=state.thread_id,
+            runId=state.run_id,
+        )
+    ]
+
+
+def _text_content(delta: str, state: RunMappingState) -> BaseEvent:
+    state.text += delta
+    return TextMessageContentEvent(
+        message_id=state.message_id, delta=delta, threadId=state.thread_id, runId=state.run_id
+    )
+
+
+def _tool_call_end(tool_call_id: str, state: RunMappingState) -> list[BaseEvent]:
+    raw_args = state.tool_args.get(tool_call_id, "")
+    common = {
+        "messageId": state.message_id,
+        "toolCallName": state.tool_names.get(tool_call_id, ""),
+        "stage": state.stage,
+        "threadId": state.thread_id,
+        "runId": state.run_id,
+    }
+    return [
+        ToolCallArgsEvent(
+            tool_call_id=tool_call_id, delta=raw_args, args=_parse_args(raw_args), **common
+        ),
+        ToolCallEndEvent(tool_call_id=tool_call_id, **common),
+    ]
+
+
+def _tool_call_result(event: Any, state: RunMappingState) -> BaseEvent:
+    status = _RESULT_STATUS.get(str(getattr(event, "state", "success")), "failure")
+    result = state.tool_results.get(event.tool_call_id, "")
+    return ToolCallResultEvent(
+        message_id=tool_message_id(event.tool_call_id),
+        tool_call_id=event.tool_call_id,
+        content=result,
+        role="tool",
+        threadId=state.thread_id,
+        runId=state.run_id,
+        stage=state.stage,
+        tool_name=state.tool_names.get(event.tool_call_id, ""),
+        tool_call_args=_parse_args(state.tool_args.get(event.tool_call_id, "")),
+        status=status,
+        result=result,
+        error=None if status == "success" else result or "tool failed",
+    )
+
+
+def _parse_args(raw: str) -> dict[str, Any]:
+    try:
+        parsed = json.loads(raw) if raw else {}
+    except json.JSONDecodeError:
+        return {"_raw": raw}
+    return parsed if isinstance(parsed, dict) else {"value": parsed}

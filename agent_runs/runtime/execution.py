@@ -1,0 +1,181 @@
+"""Executing a run on the worker: claim it once, answer, store, finish; then pass the turn on.
+
+Only the worker imports this module (it imports AgentScope through the stages).
+"""
+
+import logging
+import time
+import traceback
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+from typing import TypeVar
+
+import openai
+from ag_ui.core import RunFinishedEvent, RunStartedEvent
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+from django.db import DatabaseError, InterfaceError, OperationalError, connections
+from rq.timeouts import JobTimeoutException
+
+from agent_runs.errors import RunNoLongerRunning
+from agent_runs.events.emitter import RunEventEmitter
+from agent_runs.models import Message, Run
+from agent_runs.runtime.chat_models import UsageLog
+from agent_runs.runtime.demo_model import DEMO_MODEL_ID
+from agent_runs.runtime.stages import RunTurn, memory_stage, router_stage, worker_stage
+from agent_runs.selectors.context import user_memory_notes
+from agent_runs.selectors.runs import run_for_execution
+from agent_runs.services.lifecycle import run_claim, run_complete, run_dispatch_next, run_fail
+from billing import services as billing_services
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+_RECONNECT_ATTEMPTS = 5
+_RECONNECT_PAUSE_SECONDS = 0.5
+
+
+@dataclass(frozen=True)
+class Claim:
+    """The run a worker is executing and the claim that makes its writes count."""
+
+    run_pk: int
+    token: uuid.UUID
+
+
+class ClaimHolder:
+    """The claim of the run this process executes, read by the worker's heartbeat thread."""
+
+    def __init__(self) -> None:
+        self.current: Claim | None = None
+
+
+claim_holder = ClaimHolder()
+
+
+def run_execute(*, run_pk: int) -> None:
+    """Run the pipeline (router → worker → memory) for a queued run, streaming its AG-UI
+    events, and store its answer and every model call's usage.
+
+    The run always ends ``completed`` (``RUN_FINISHED``) or ``failed`` (``RUN_ERROR``), and
+    the thread's turn is passed on after it. The claim comes first and is the only check: a
+    run that is not this job's to run costs one UPDATE. A connection the database cut is
+    replaced, so the job itself ends its run rather than leaving it to the sweeper.
+    """
+    # A claim changes nothing unless it succeeds, so it may be tried again on a new
+    # connection (the old one died while the worker waited: a restart, a failover).
+    token = with_reconnect(partial(run_claim, run_pk=run_pk))
+    if token is None:
+        logger.info("run %s is not claimable now (taken, finished or waiting its turn)", run_pk)
+        return
+    claim_holder.current = Claim(run_pk, token)
+    run, last_event_id = with_reconnect(partial(run_for_execution, run_pk=run_pk))
+    try:
+        _run_pipeline(run, token, last_event_id)
+    except RunNoLongerRunning:
+        # Cancelled (or failed by the sweeper) while it ran: whoever ended the run ended its
+        # journal; nothing more is this job's to write.
+        logger.info("run %s ended while its job ran", run.pk)
+    except Exception as exc:
+        logger.exception("run %s failed", run.pk)
+        with_reconnect(
+            partial(
+                run_fail,
+                run_pk=run.pk,
+                error=traceback.format_exc(),
+                code=error_code(exc),
+                claim_token=token,
+            )
+        )
+    finally:
+        claim_holder.current = None
+        with_reconnect(partial(run_dispatch_next, thread_id=run.thread_id))
+
+
+def _run_pipeline(run: Run, token: uuid.UUID, last_event_id: int) -> None:
+    emitter = RunEventEmitter(run=run, previous_id=last_event_id, claim_token=token)
+    ids = {"thread_id": str(run.thread_id), "run_id": run.run_id}
+    emitter.emit(RunStartedEvent(**ids))
+    turn = RunTurn(
+        run=run,
+        emitter=emitter,
+        user_message=run.messages.get(role=Message.Role.USER),
+        memory_notes=user_memory_notes(
+            user_id=run.thread.owner_id, limit=settings.AGENT_MEMORY_MAX_ITEMS
+        ),
+        store_usage=partial(_store_usage, run),
+        claim_token=token,
+    )
+    decision = router_stage(turn)
+    output = worker_stage(turn, decision)
+    memory_stage(turn, output)
+    emitter.flush()  # nothing of the run may be left unwritten once it is completed
+    if not run_complete(run=run, claim_token=token):
+        raise RunNoLongerRunning(run.pk)
+    emitter.emit(RunFinishedEvent(**ids))
+
+
+def with_reconnect(call: Callable[[], T]) -> T:
+    """``call()``, again on a new connection when the database cut the one it used (tried
+    a few times, half a second apart, to ride out a restart). Only for calls that change
+    nothing unless they succeed, or are fenced."""
+    for attempt in range(_RECONNECT_ATTEMPTS):
+        try:
+            return call()
+        except (InterfaceError, OperationalError):
+            if attempt == _RECONNECT_ATTEMPTS - 1:
+                raise
+            logger.warning("the database connection failed; reconnecting", exc_info=True)
+            connections.close_all()
+            time.sleep(_RECONNECT_PAUSE_SECONDS * attempt)
+    raise AssertionError("unreachable")
+
+
+def _store_usage(run: Run, usage_log: UsageLog) -> int:
+    """Record the model calls a stage made since the last time (a failed or cancelled run is
+    billed for the calls it made too), each in its own short transaction; how many were."""
+    recorded = 0
+    for call in usage_log.drain():
+        if call.model_id == DEMO_MODEL_ID:
+            continue  # the offline demo model is not a provider: nothing to bill
+        try:
+            billing_services.usage_record(
+                run=run,
+                stage=usage_log.stage,
+                model_id=call.model_id,
+                usage=call.usage,
+                metadata=call.metadata,
+            )
+            recorded += 1
+        except DatabaseError:
+            # The answer matters more than its bookkeeping: keep the call for staff in the
+            # log, and go on with the run.
+            logger.exception(
+                "run %s: usage of a %s call not recorded: %s", run.pk, usage_log.stage, call
+            )
+    return recorded
+
+
+def error_code(exc: BaseException) -> str:
+    """The stable ``RUN_ERROR.code`` for a failure; the details stay in ``Run.error``.
+
+    The whole chain counts: a job timeout raised inside the model call reaches us wrapped."""
+    chain: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and len(chain) < 10:
+        chain.append(current)
+        current = current.__cause__ or current.__context__
+    for kind, code in _ERROR_CODES:
+        if any(isinstance(error, kind) for error in chain):
+            return code
+    return "internal_error"
+
+
+_ERROR_CODES: tuple[tuple[type[BaseException], str], ...] = (
+    (JobTimeoutException, "timeout"),
+    (openai.APIError, "model_error"),
+    (ImproperlyConfigured, "configuration_error"),
+    (DatabaseError, "database_error"),
+)

@@ -1,0 +1,33 @@
+"""RQ entry points: they take ids and call one service."""
+
+from typing import Any
+
+from agent_runs.models import Run
+from agent_runs.runtime.execution import error_code, run_execute, with_reconnect
+from agent_runs.runtime.job_stop import job_stop
+from agent_runs.services.lifecycle import run_dispatch_next, run_fail
+
+
+def run_execute_job(run_pk: int) -> None:
+    run_execute(run_pk=run_pk)
+    # Stopped by a cancel (the run is cancelled already): RQ then marks the job STOPPED,
+    # not finished.
+    job_stop.check()
+
+
+def run_job_failed(job: Any, connection: Any, exc_type: Any, exc_value: Any, tb: Any) -> None:
+    """RQ's failure callback: the job died outside our own error handling (a timeout or a
+    cold shutdown of its worker), so the run must not stay ``running``."""
+    run_pk = job.args[0]
+
+    def fail() -> None:
+        failed = run_fail(
+            run_pk=run_pk,
+            error=f"the job failed: {exc_type.__name__}: {exc_value}",
+            code=error_code(exc_value),
+        )
+        thread_id = Run.objects.filter(pk=run_pk).values_list("thread_id", flat=True).first()
+        if failed and thread_id is not None:
+            run_dispatch_next(thread_id=thread_id)
+
+    with_reconnect(fail)

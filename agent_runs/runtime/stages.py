@@ -1,0 +1,322 @@
+"""The three stages of a run on the worker: each emits its STEP_STARTED/STEP_FINISHED and its
+events, and stores what it produced (spec/sse-events-and-usage.md, sections 3 and 8).
+
+Only the worker imports this module (it imports AgentScope through the pipeline).
+"""
+
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+from ag_ui.core import StepFinishedEvent, StepStartedEvent, TextMessageEndEvent
+from agentscope.message import DataBlock, Msg, TextBlock
+from django.conf import settings
+from pydantic import ValidationError
+from rq.timeouts import JobTimeoutException
+
+from agent_runs.agent_config import StageConfig, stage_config, stage_enabled
+from agent_runs.errors import RunNoLongerRunning
+from agent_runs.events.emitter import RunEventEmitter
+from agent_runs.models import Message, Run, Stage, Visibility
+from agent_runs.runtime.agents import (
+    MEMORY_SYSTEM_PROMPT,
+    ROUTER_SYSTEM_PROMPT,
+    WORKER_SYSTEM_PROMPT,
+    conversation,
+    instructions,
+    memory_reply,
+    router_decide,
+    user_content_with_images,
+    worker_reply,
+)
+from agent_runs.runtime.agentscope_events import (
+    RunMappingState,
+    answer_text_events,
+    map_agentscope_event,
+)
+from agent_runs.runtime.async_bridge import iterate_async, run_coroutine
+from agent_runs.runtime.chat_models import UsageLog, chat_model_for
+from agent_runs.runtime.output import AgentOutput, RouteDecision
+from agent_runs.runtime.tools.context import ToolContext
+from agent_runs.runtime.tools.memory import memory_tools
+from agent_runs.runtime.tools.registry import tools_for
+from agent_runs.selectors.context import context_messages_for
+from agent_runs.selectors.profiles import user_locale, user_profile_settings
+from agent_runs.services.messages import StageAnswer, ToolResult, run_stage_messages_store
+from agent_runs.ui_schema import ui_schema_compile
+from attachments.selectors import attachment_get_for_user, attachment_read
+from billing import selectors as billing_selectors
+
+logger = logging.getLogger(__name__)
+
+_ROUTE_HINTS = {
+    "answer": "Answer directly; no tools are needed for this message.",
+    "clarify": "The request is ambiguous: ask the user one short clarifying question "
+    "(result_type clarification).",
+    "use_tools": "",
+}
+_MEMORY_MAX_ITERS = 3
+
+
+@dataclass
+class RunTurn:
+    """What the stages of one run share."""
+
+    run: Run
+    emitter: RunEventEmitter
+    user_message: Message
+    memory_notes: str
+    # Records the calls a usage log holds; gives how many it recorded.
+    store_usage: Callable[[UsageLog], int]
+    # The job's claim of the run: its writes count only under it.
+    claim_token: uuid.UUID
+    recorded_calls: int = 0
+
+    def record_usage(self, usage_log: UsageLog) -> None:
+        self.recorded_calls += self.store_usage(usage_log)
+
+    @property
+    def ids(self) -> dict[str, str]:
+        return {"threadId": str(self.run.thread_id), "runId": self.run.run_id}
+
+    @property
+    def tool_context(self) -> ToolContext:
+        return ToolContext(
+            user_id=self.run.thread.owner_id, run_pk=self.run.pk, client_time=self.run.client_time
+        )
+
+    @cached_property
+    def worker_config(self) -> StageConfig:
+        return stage_config(run=self.run, stage=Stage.WORKER)
+
+    @cached_property
+    def worker_tools(self) -> list[Callable[..., Any]]:
+        """The tools the worker's config enables (the router chooses among them)."""
+        return tools_for(config=self.worker_config, context=self.tool_context)
+
+    def user_content(self) -> str | list[TextBlock | DataBlock]:
+        """The user message for the worker: its text, with its images when it has some."""
+        images = [
+            (block["mimeType"], attachment_bytes(owner=self.run.thread.owner, block=block))
+            for block in self.user_message.content_blocks
+            if block.get("type") == "binary"
+        ]
+        if not images:
+            return self.user_message.content
+        return user_content_with_images(self.user_message.content, images)
+
+    def context(self, consumer: Visibility) -> list[tuple[str, str]]:
+        return self._contexts[consumer]
+
+    @cached_property
+    def _contexts(self) -> dict[Visibility, list[tuple[str, str]]]:
+        """The router's and the worker's context, read together."""
+        return context_messages_for(
+            thread_id=self.run.thread_id,
+            before_seq=self.user_message.seq,
+            consumers=[Visibility.ROUTER, Visibility.WORKER],
+            token_budget=settings.AGENT_CONTEXT_TOKEN_BUDGET,
+        )
+
+    def drive(self, reply: Any, state: RunMappingState, usage_log: UsageLog) -> Msg | None:
+        """Send a stage's AgentScope events as AG-UI events; its final message. Pending
+        events and usage are written whenever the model pauses."""
+
+        def on_idle() -> None:
+            self.emitter.flush()
+            self.record_usage(usage_log)
+
+        final = None
+        for item in iterate_async(reply, on_idle=on_idle):
+            if isinstance(item, Msg):
+                final = item
+                continue
+            for event in map_agentscope_event(item, state):
+                self.emitter.emit(event)
+        return final
+
+
+def router_stage(turn: RunTurn) -> RouteDecision:
+    """Decide the route and the worker's tools (a small model call, no events of its own
+    beyond the step)."""
+    turn.emitter.emit(StepStartedEvent(step_name=Stage.ROUTER, **turn.ids))
+    usage_log = UsageLog(stage=Stage.ROUTER)
+    config = stage_config(run=turn.run, stage=Stage.ROUTER)
+    turn.emitter.flush()  # the model call may take a while
+    try:
+        decision = run_coroutine(
+            router_decide(
+                model=chat_model_for(settings.AGENT_ROUTER_MODEL, usage_log=usage_log),
+                messages=conversation(
+                    turn.context(Visibility.ROUTER), turn.user_message.content, speaker="worker"
+                ),
+                tools=turn.worker_tools,
+                system_prompt=instructions(
+                    ROUTER_SYSTEM_PROMPT, context=config.context, memory_notes=turn.memory_notes
+                ),
+            )
+        )
+    finally:
+        turn.record_usage(usage_log)
+    turn.emitter.emit(StepFinishedEvent(step_name=Stage.ROUTER, **turn.ids))
+    return decision
+
+
+def worker_stage(turn: RunTurn, decision: RouteDecision) -> AgentOutput:
+    """Answer with the routed tools; store the tool results and the answer; send the answer
+    as a text message whose end carries the structured output."""
+    run = turn.run
+    turn.emitter.emit(StepStartedEvent(step_name=Stage.WORKER, **turn.ids))
+    started = time.monotonic()
+    message_id = f"{Stage.WORKER.value}-{run.run_id}"
+    state = RunMappingState(
+        thread_id=str(run.thread_id), run_id=run.run_id, stage=Stage.WORKER, message_id=message_id
+    )
+    config = turn.worker_config
+    tools = [tool for tool in turn.worker_tools if tool.__name__ in decision.tools]
+    usage_log = UsageLog(stage=Stage.WORKER)
+    context = "\n\n".join(part for part in (config.context, _ROUTE_HINTS[decision.route]) if part)
+    reply = worker_reply(
+        model=chat_model_for(settings.AGENT_WORKER_MODEL, usage_log=usage_log),
+        messages=conversation(turn.context(Visibility.WORKER), turn.user_content()),
+        tools=tools,
+        system_prompt=instructions(
+            WORKER_SYSTEM_PROMPT, context=context, memory_notes=turn.memory_notes
+        ),
+        max_iters=settings.AGENT_WORKER_MAX_ITERS,
+    )
+    try:
+        final = turn.drive(reply, state, usage_log)
+    finally:
+        turn.record_usage(usage_log)
+    if final is None:
+        raise RuntimeError("the agent ended its reply without a final message")
+    output = agent_output(final, state)
+    for event in answer_text_events(output.answer, state):
+        turn.emitter.emit(event)
+    latency_ms = round((time.monotonic() - started) * 1000)
+    run_stage_messages_store(
+        run=run,
+        claim_token=turn.claim_token,
+        stage=Stage.WORKER,
+        tool_results=_tool_results(state),
+        answer=StageAnswer(
+            message_id=message_id,
+            content=output.answer,
+            metadata={
+                "run_id": run.run_id,
+                "stage": Stage.WORKER,
+                "latency_ms": latency_ms,
+                "message_id": message_id,
+                "route": decision.route,
+                "agent_output": output.model_dump(mode="json"),
+            },
+        ),
+    )
+    # Sent once the answer is committed: a client that sees it finds the message stored.
+    turn.emitter.emit(
+        TextMessageEndEvent(
+            message_id=message_id,
+            role="assistant",
+            stage=Stage.WORKER,
+            status=output.status,
+            answer=output.answer,
+            key_points=output.key_points,
+            result_type=output.result_type,
+            suggested_actions=[action.model_dump() for action in output.suggested_actions],
+            error=None,
+            ui_schema=ui_schema_compile(
+                output.model_dump(mode="json"),
+                locale=user_locale(user_profile_settings(user_id=run.thread.owner_id)),
+            ),
+            # The usage of the run's calls so far (spec 3.4; the memory stage's come after).
+            **billing_selectors.run_usage_digest(run=run, any_records=turn.recorded_calls > 0),
+            **turn.ids,
+        )
+    )
+    turn.emitter.emit(StepFinishedEvent(step_name=Stage.WORKER, **turn.ids))
+    turn.emitter.flush()
+    return output
+
+
+def memory_stage(turn: RunTurn, output: AgentOutput) -> None:
+    """Where the run's agent has it, keep what later runs should know about the user. Best
+    effort: the answer is delivered already, so a failure here is logged, not the run's."""
+    try:
+        enabled = stage_enabled(run=turn.run, stage=Stage.MEMORY)
+    except Exception:  # say, its automation job was deleted since the run was queued
+        logger.exception("memory stage of run %s not started", turn.run.pk)
+        return
+    if not enabled:
+        return
+    run = turn.run
+    turn.emitter.emit(StepStartedEvent(step_name=Stage.MEMORY, **turn.ids))
+    state = RunMappingState(
+        thread_id=str(run.thread_id),
+        run_id=run.run_id,
+        stage=Stage.MEMORY,
+        message_id=f"{Stage.MEMORY.value}-{run.run_id}",
+    )
+    usage_log = UsageLog(stage=Stage.MEMORY)
+    config = stage_config(run=run, stage=Stage.MEMORY)
+    reply = memory_reply(
+        model=chat_model_for(settings.AGENT_MEMORY_MODEL, usage_log=usage_log),
+        turn=f"User: {turn.user_message.content}\n\nAssistant: {output.answer}",
+        tools=memory_tools(turn.tool_context),
+        system_prompt=instructions(
+            MEMORY_SYSTEM_PROMPT, context=config.context, memory_notes=turn.memory_notes
+        ),
+        max_iters=_MEMORY_MAX_ITERS,
+    )
+    try:
+        turn.drive(reply, state, usage_log)
+    except (JobTimeoutException, RunNoLongerRunning):
+        raise
+    except Exception:
+        logger.exception("memory stage of run %s failed; the run's answer stands", run.pk)
+    finally:
+        turn.record_usage(usage_log)
+    if state.tool_names:
+        run_stage_messages_store(
+            run=run,
+            claim_token=turn.claim_token,
+            stage=Stage.MEMORY,
+            tool_results=_tool_results(state),
+            answer=None,
+        )
+    turn.emitter.emit(StepFinishedEvent(step_name=Stage.MEMORY, **turn.ids))
+
+
+def attachment_bytes(*, owner: Any, block: dict[str, Any]) -> bytes:
+    """The stored image a user message's binary block names (its ``bucket`` and ``path``)."""
+    attachment = attachment_get_for_user(user=owner, bucket=block["bucket"], path=block["path"])
+    return attachment_read(attachment=attachment)
+
+
+def agent_output(final: Msg, state: RunMappingState) -> AgentOutput:
+    """The worker's structured output; a model that never gave one (it ran out of rounds)
+    leaves its plain text as a partial answer."""
+    structured = getattr(final, "structured_output", None)
+    if structured:
+        try:
+            return AgentOutput.model_validate(structured)
+        except ValidationError:
+            logger.warning("the worker's structured output does not validate: %s", structured)
+    text = state.narration.strip() or (final.get_text_content() or "").strip()
+    return AgentOutput(answer=text, status="partial_success")
+
+
+def _tool_results(state: RunMappingState) -> list[ToolResult]:
+    return [
+        ToolResult(
+            tool_call_id=tool_call_id,
+            tool_name=tool_name,
+            args=state.tool_args.get(tool_call_id, ""),
+            result=state.tool_results.get(tool_call_id, ""),
+        )
+        for tool_call_id, tool_name in state.tool_names.items()
+    ]

@@ -1,0 +1,94 @@
+"""Reads of the event journal: where a client's stream starts, and pages of events."""
+
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import connection
+from django.http import Http404
+
+from agent_runs.events.codec import TERMINAL_TYPES
+from agent_runs.models import Run, RunEvent, Thread
+from agent_runs.selectors.runs import thread_get_for_user
+
+
+@dataclass(frozen=True)
+class EventStreamStart:
+    """Where a client's event stream starts and which run's terminal event ends it."""
+
+    after_id: int
+    run_id: str | None  # the chosen run (the latest by default), whose terminal event ends it
+    run_ended: bool  # that terminal event is already behind the cursor
+    await_run_start: bool = False  # events before that run's RUN_STARTED are not sent
+
+
+def event_stream_start(
+    *,
+    user: AbstractBaseUser,
+    thread_id: uuid.UUID,
+    after_id: int | None,
+    run_id: str | None = None,
+) -> EventStreamStart:
+    """Where the caller's stream of a thread starts (spec/sse-events-and-usage.md, section 2):
+    after ``Last-Event-ID``, or without a cursor at the chosen run's ``RUN_STARTED`` (the
+    latest run's unless ``run_id`` names one), waiting for it while the run is queued: a
+    stream never starts mid-run. A thread that is not the caller's, or a run it does not
+    have, is a 404. One query; every stream that opens asks this, so it is SQL written out
+    (the ORM took longer to build it than the database to answer it)."""
+    params: list[Any] = [
+        *sorted(TERMINAL_TYPES),
+        Thread._meta.pk.get_db_prep_value(thread_id, connection),
+        user.pk,
+    ]
+    sql = _EVENT_STREAM_START_SQL.format(run_filter="AND r.run_id = %s" if run_id else "")
+    if run_id:
+        params.append(run_id)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        latest = cursor.fetchone()
+    if latest is None:
+        if run_id:
+            raise Http404
+        thread_get_for_user(user=user, thread_id=thread_id)  # a 404 unless it is theirs
+        return EventStreamStart(after_id=after_id or 0, run_id=None, run_ended=True)
+    chosen_run, first_event, terminal_event, thread_last_event = latest
+    if after_id is not None:
+        run_ended = terminal_event is not None and terminal_event <= after_id
+        return EventStreamStart(after_id=after_id, run_id=chosen_run, run_ended=run_ended)
+    if first_event is not None:
+        return EventStreamStart(
+            after_id=first_event - 1, run_id=chosen_run, run_ended=False, await_run_start=True
+        )
+    # Queued: its events come after everything the thread has now, and after the rest of
+    # the run that may still be running before it.
+    return EventStreamStart(
+        after_id=thread_last_event or 0, run_id=chosen_run, run_ended=False, await_run_start=True
+    )
+
+
+# The thread's latest (or chosen) run of the owner's: its runId, its first event, its
+# terminal event (a run has one at most, agent_runs/events/codec.py), and the thread's last
+# event. PostgreSQL and SQLite.
+_EVENT_STREAM_START_SQL = f"""
+SELECT r.run_id,
+       (SELECT e.id FROM {RunEvent._meta.db_table} e WHERE e.run_id = r.id ORDER BY e.id LIMIT 1),
+       (SELECT e.id FROM {RunEvent._meta.db_table} e
+         WHERE e.run_id = r.id AND e.type IN ({", ".join(["%s"] * len(TERMINAL_TYPES))})
+         ORDER BY e.id LIMIT 1),
+       (SELECT e.id FROM {RunEvent._meta.db_table} e
+         WHERE e.thread_id = r.thread_id ORDER BY e.id DESC LIMIT 1)
+  FROM {Run._meta.db_table} r JOIN {Thread._meta.db_table} t ON t.id = r.thread_id
+ WHERE r.thread_id = %s AND t.owner_id = %s {{run_filter}}
+ ORDER BY r.id DESC
+ LIMIT 1
+"""
+
+
+def events_after(*, thread_id: uuid.UUID, after_id: int, limit: int) -> list[tuple[int, Any]]:
+    """The thread's committed events after ``after_id``, in order, at most ``limit``."""
+    return list(
+        RunEvent.objects.filter(thread_id=thread_id, pk__gt=after_id)
+        .order_by("pk")
+        .values_list("pk", "payload")[:limit]
+    )

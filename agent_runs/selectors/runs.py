@@ -1,0 +1,64 @@
+"""Reads of threads and runs, and their access checks. A thread that is not the caller's is a
+404, never a 403."""
+
+import uuid
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db.models import Min, OuterRef, Subquery
+from django.http import Http404
+
+from agent_runs.errors import RunIdAmbiguous
+from agent_runs.models import Run, RunEvent, Thread
+
+
+def thread_get_for_user(*, user: AbstractBaseUser, thread_id: uuid.UUID) -> Thread:
+    thread = Thread.objects.filter(pk=thread_id, owner_id=user.pk).first()
+    if thread is None:
+        raise Http404
+    return thread
+
+
+def run_get_for_user(
+    *, user: AbstractBaseUser, run_id: str, thread_id: uuid.UUID | None = None
+) -> Run:
+    """The caller's run with this runId (unique per thread; ``thread_id`` picks one when the
+    caller reused a runId in several threads). Anything else is a 404."""
+    runs = Run.objects.filter(run_id=run_id, thread__owner_id=user.pk)
+    if thread_id is not None:
+        runs = runs.filter(thread_id=thread_id)
+    found = list(runs[:2])
+    if not found:
+        raise Http404
+    if len(found) > 1:
+        raise RunIdAmbiguous()
+    return found[0]
+
+
+def run_for_execution(*, run_pk: int) -> tuple[Run, int]:
+    """A run with its thread, and its thread's last event id (0 for none: the emitter's
+    starting point), in one query."""
+    last_event = RunEvent.objects.filter(thread_id=OuterRef("thread_id")).order_by("-pk")
+    run = (
+        Run.objects.select_related("thread")
+        .annotate(thread_last_event_id=Subquery(last_event.values("pk")[:1]))
+        .get(pk=run_pk)
+    )
+    return run, run.thread_last_event_id or 0
+
+
+def runs_next_queued_of_idle_threads() -> list[Run]:
+    """For every thread with queued runs and none running, its oldest queued run (the next
+    to start), in one query."""
+    oldest = (
+        Run.objects.filter(status=Run.Status.QUEUED)
+        .exclude(thread__runs__status=Run.Status.RUNNING)
+        .values("thread_id")
+        .annotate(oldest=Min("pk"))
+        .values("oldest")
+    )
+    return list(Run.objects.filter(pk__in=Subquery(oldest)).order_by("pk"))
+
+
+def run_next_queued(*, thread_id: uuid.UUID) -> Run | None:
+    """The thread's oldest queued run: the next one to start once none is running."""
+    return Run.objects.filter(thread_id=thread_id, status=Run.Status.QUEUED).order_by("pk").first()

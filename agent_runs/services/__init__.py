@@ -1,0 +1,2 @@
+"""Writes of the run core (HackSoft style: ``<entity>_<action>`` functions), one module per
+entity: runs, messages, queue, memory, tokens."""

@@ -1,0 +1,200 @@
+"""A run's life after it is created: claimed by one job, ended once (completed, failed or
+cancelled) with exactly one terminal event, and its thread's next run started.
+
+The thread's journal is a concatenation of whole runs, never interleaved: a run's events are
+written only while it holds its thread's turn (from its claim to its terminal event), and a
+run cancelled while queued gets its ``RUN_STARTED`` and ``RUN_ERROR`` when its turn comes,
+after the run before it has ended. A job writes only under its claim (``Run.claim_token``,
+checked in the same statement as each write), so a job that lost its run writes nothing.
+"""
+
+import logging
+import uuid
+from datetime import timedelta
+
+from ag_ui.core import RunErrorEvent, RunStartedEvent
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Exists, OuterRef, Q
+from django.utils import timezone
+
+from agent_runs.events.emitter import RunEventEmitter
+from agent_runs.models import Run, Thread
+from agent_runs.selectors.runs import run_next_queued, runs_next_queued_of_idle_threads
+from agent_runs.services.queue import job_stop, run_enqueue_if_idle, runs_enqueue_if_idle
+
+logger = logging.getLogger(__name__)
+
+RUN_CANCELLED_CODE = "cancelled"
+RUN_CANCELLED_MESSAGE = "run cancelled"
+# spec/sse-events-and-usage.md, RUN_ERROR: what clients see; the cause stays in Run.error.
+RUN_ERROR_MESSAGE = "runtime execution failed"
+_MAX_ERROR_CHARS = 10_000
+_ACTIVE = (Run.Status.QUEUED, Run.Status.RUNNING)
+# Cancelled while queued, its journal not written yet: it still holds its place in line.
+_ENDED_UNSTARTED = Q(status=Run.Status.CANCELLED, started_at=None)
+
+
+def run_claim(*, run_pk: int) -> uuid.UUID | None:
+    """Move the run from queued to running, once, and only when it is its thread's turn: no
+    run of the thread is running, and none before it is queued or waiting for its journal.
+    Returns the claim that fences the job's writes, or ``None``."""
+    before = Q(pk__lt=OuterRef("pk"))
+    blocking = Run.objects.filter(thread_id=OuterRef("thread_id")).filter(
+        Q(status=Run.Status.RUNNING)
+        | (Q(status=Run.Status.QUEUED) & before)
+        | (_ENDED_UNSTARTED & before)
+    )
+    token = uuid.uuid4()
+    now = timezone.now()
+    claimed = (
+        Run.objects.filter(pk=run_pk, status=Run.Status.QUEUED)
+        .filter(~Exists(blocking))
+        .update(status=Run.Status.RUNNING, started_at=now, heartbeat_at=now, claim_token=token)
+    )
+    return token if claimed else None
+
+
+def run_heartbeat(*, run_pk: int, claim_token: uuid.UUID) -> bool:
+    """The claiming job is alive; whether the run is still its own."""
+    return (
+        Run.objects.filter(pk=run_pk, claim_token=claim_token, status=Run.Status.RUNNING).update(
+            heartbeat_at=timezone.now()
+        )
+        == 1
+    )
+
+
+def run_complete(*, run: Run, claim_token: uuid.UUID) -> bool:
+    """Mark the job's run completed; ``False`` when it is no longer the job's to end."""
+    return (
+        Run.objects.filter(pk=run.pk, claim_token=claim_token, status=Run.Status.RUNNING).update(
+            status=Run.Status.COMPLETED, finished_at=timezone.now()
+        )
+        == 1
+    )
+
+
+def run_fail(
+    *,
+    run_pk: int,
+    error: str,
+    code: str = "internal_error",
+    claim_token: uuid.UUID | None = None,
+    stop_job: bool = False,
+) -> bool:
+    """Fail a running run (only the claiming job's, when ``claim_token`` is given), keeping
+    the error for staff, and end its journal with ``RUN_ERROR`` (the public message says
+    nothing of the cause). ``stop_job``: the job may still run somewhere (the sweeper found
+    it silent): stop it. A queued run is left for its job or the recovery to run."""
+    with transaction.atomic():
+        run = Run.objects.select_for_update().filter(pk=run_pk).first()
+        if run is None or run.status != Run.Status.RUNNING:
+            return False  # it ended otherwise; whoever ended it ended its journal
+        if claim_token is not None and run.claim_token != claim_token:
+            return False
+        Run.objects.filter(pk=run_pk).update(
+            status=Run.Status.FAILED, error=error[-_MAX_ERROR_CHARS:], finished_at=timezone.now()
+        )
+    if stop_job:
+        job_stop(job_id=str(run.task_id), wait=False)
+    _run_journal_end(run, code=code, message=RUN_ERROR_MESSAGE)
+    return True
+
+
+def run_cancel(*, run: Run) -> Run:
+    """Cancel a run: a queued run never starts; a running run's job is stopped (its model
+    call in flight cancelled) and the run's journal ended with ``RUN_ERROR``
+    ``code: "cancelled"``, told apart from a failure by its code. A queued run's journal gets
+    the same two events when its turn comes. A run that has ended is left as it is, so
+    cancelling twice is harmless."""
+    with transaction.atomic():
+        locked = Run.objects.select_for_update().get(pk=run.pk)
+        was_running = locked.status == Run.Status.RUNNING
+        if locked.status in _ACTIVE:
+            Run.objects.filter(pk=run.pk).update(
+                status=Run.Status.CANCELLED, finished_at=timezone.now()
+            )
+    if was_running:
+        job_stop(job_id=str(run.task_id))
+        _run_journal_end(run, code=RUN_CANCELLED_CODE, message=RUN_CANCELLED_MESSAGE)
+    run_dispatch_next(thread_id=run.thread_id)
+    run.refresh_from_db()
+    return run
+
+
+def _run_journal_end(run: Run, *, code: str, message: str) -> None:
+    """End the journal of a run that was ended outside its job: ``RUN_STARTED`` if it has
+    none yet, then ``RUN_ERROR`` unless it has its terminal event already."""
+    emitter = RunEventEmitter(run=run, resume=True)
+    ids = {"threadId": str(run.thread_id), "runId": run.run_id}
+    if not emitter.started:
+        emitter.emit(RunStartedEvent(thread_id=str(run.thread_id), run_id=run.run_id))
+    if not emitter.ended:
+        emitter.emit(RunErrorEvent(message=message, code=code, **ids))
+
+
+def run_dispatch_next(*, thread_id: uuid.UUID) -> bool:
+    """The thread's turn passes on: runs cancelled while queued whose turn it is get their
+    journal, and the oldest queued run's job is enqueued (it may have found it not its turn).
+    Returns whether a job was enqueued."""
+    _ended_unstarted_journals_write(thread_id=thread_id)
+    run = run_next_queued(thread_id=thread_id)
+    return run is not None and run_enqueue_if_idle(run=run)
+
+
+def _ended_unstarted_journals_write(*, thread_id: uuid.UUID) -> None:
+    """Write ``RUN_STARTED`` + ``RUN_ERROR cancelled`` for each run at the head of the
+    thread's line that was cancelled while queued, in order, under the thread's row lock (so
+    two dispatchers write each once)."""
+    while True:
+        with transaction.atomic():
+            if not Thread.objects.select_for_update().filter(pk=thread_id).exists():
+                return
+            head = (
+                Run.objects.filter(thread_id=thread_id)
+                .filter(Q(status__in=_ACTIVE) | _ENDED_UNSTARTED)
+                .order_by("pk")
+                .first()
+            )
+            if head is None or head.status in _ACTIVE:
+                return
+            Run.objects.filter(pk=head.pk).update(started_at=timezone.now())
+            _run_journal_end(head, code=RUN_CANCELLED_CODE, message=RUN_CANCELLED_MESSAGE)
+
+
+def runs_recover() -> tuple[int, int]:
+    """Repair what a killed worker or a lost Redis left behind; PostgreSQL is the truth.
+
+    A ``running`` run whose worker has not beaten its heartbeat (``Run.heartbeat_at``,
+    renewed every ``AGENT_RUN_HEARTBEAT_SECONDS`` while its job runs) for
+    ``AGENT_RUN_STALE_SECONDS``, or that has outlived the job timeout, is failed with
+    ``RUN_ERROR`` (``worker_lost``) and its job, if it still runs somewhere, is stopped. Then
+    every thread with nothing running gets its turn passed on: cancelled runs' journals
+    written and its next queued run enqueued, unless that run's job is still waiting.
+    Workers run this when they start and every ``AGENT_RUN_SWEEP_SECONDS``. Returns
+    (failed, enqueued).
+    """
+    now = timezone.now()
+    silent = now - timedelta(seconds=settings.AGENT_RUN_STALE_SECONDS)
+    overdue = now - timedelta(seconds=settings.AGENT_RUN_JOB_TIMEOUT + 60)
+    lost = Run.objects.filter(status=Run.Status.RUNNING).filter(
+        Q(heartbeat_at__lt=silent)
+        | Q(heartbeat_at=None, started_at__lt=silent)
+        | Q(started_at__lt=overdue)
+    )
+    failed = 0
+    for run_pk, thread_id in lost.values_list("pk", "thread_id"):
+        error = "the worker running this run stopped"
+        if run_fail(run_pk=run_pk, error=error, code="worker_lost", stop_job=True):
+            failed += 1
+            _ended_unstarted_journals_write(thread_id=thread_id)
+    waiting = (
+        Run.objects.filter(_ENDED_UNSTARTED)
+        .exclude(thread__runs__status=Run.Status.RUNNING)
+        .values_list("thread_id", flat=True)
+        .distinct()
+    )
+    for thread_id in list(waiting):
+        _ended_unstarted_journals_write(thread_id=thread_id)
+    return failed, runs_enqueue_if_idle(runs=runs_next_queued_of_idle_threads())

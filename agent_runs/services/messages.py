@@ -1,0 +1,129 @@
+"""Writes of a thread's messages: appending in ``seq`` order, and a stage's messages."""
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db import transaction
+
+from agent_runs.errors import RunNoLongerRunning
+from agent_runs.models import Message, Run, Thread, Visibility
+
+
+@dataclass(frozen=True)
+class MessageDraft:
+    """A message to append to a thread (its ``seq`` comes from the thread)."""
+
+    role: Message.Role
+    message_id: str
+    content: str
+    content_blocks: list[Any] = field(default_factory=list)
+    metadata: dict[str, Any] = field(default_factory=dict)
+    visibility: Visibility = Visibility.ALL
+
+
+def messages_append(*, thread: Thread, run: Run | None, drafts: Sequence[MessageDraft]) -> None:
+    """Append messages with the thread's next ``seq`` numbers, in two statements however
+    many there are. The caller holds the thread's row lock (``select_for_update``, or it
+    created the thread) inside a transaction."""
+    first_seq = thread.last_seq + 1
+    thread.last_seq += len(drafts)
+    thread.save(update_fields=["last_seq", "updated_at"])
+    Message.objects.bulk_create(
+        [
+            Message(
+                thread=thread,
+                run=run,
+                seq=first_seq + index,
+                message_id=draft.message_id,
+                role=draft.role,
+                content=draft.content,
+                content_blocks=draft.content_blocks,
+                metadata=draft.metadata,
+                visibility_mask=int(draft.visibility),
+            )
+            for index, draft in enumerate(drafts)
+        ]
+    )
+
+
+def tool_message_id(tool_call_id: str) -> str:
+    """The id of the tool message that holds a tool call's result: its own, not the id of
+    the assistant message that made the call (``TOOL_CALL_RESULT.messageId``)."""
+    return f"tool-{tool_call_id}"
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    """One tool call of a stage, as its tool message keeps it."""
+
+    tool_call_id: str
+    tool_name: str
+    args: str
+    result: str
+
+
+@dataclass(frozen=True)
+class StageAnswer:
+    """The assistant message a stage answered with."""
+
+    message_id: str
+    content: str
+    metadata: dict[str, Any]
+
+
+@transaction.atomic
+def run_stage_messages_store(
+    *,
+    run: Run,
+    claim_token: uuid.UUID,
+    stage: str,
+    tool_results: Sequence[ToolResult],
+    answer: StageAnswer | None,
+) -> None:
+    """A stage's tool results (kept for the stages' context, never shown in the history) and
+    its answer, in one transaction, while the run is still running under the job's claim: a
+    run cancelled meanwhile, or a job that lost its claim, keeps nothing
+    (``RunNoLongerRunning``). spec/chat-messages-and-attachments.md, Message Metadata."""
+    # One statement locks both rows: the run (against a cancel) and its thread (for seq).
+    thread = (
+        Thread.objects.select_for_update()
+        .filter(
+            pk=run.thread_id,
+            runs__pk=run.pk,
+            runs__status=Run.Status.RUNNING,
+            runs__claim_token=claim_token,
+        )
+        .first()
+    )
+    if thread is None:
+        raise RunNoLongerRunning(run.pk)
+    drafts = [
+        MessageDraft(
+            role=Message.Role.TOOL,
+            message_id=tool_message_id(tool.tool_call_id),
+            content=tool.result,
+            metadata={
+                "run_id": run.run_id,
+                "stage": stage,
+                "message_id": tool_message_id(tool.tool_call_id),
+                "tool_call_id": tool.tool_call_id,
+                "tool_name": tool.tool_name,
+                "tool_call_args": tool.args,
+            },
+            visibility=Visibility.CONTEXT,
+        )
+        for tool in tool_results
+    ]
+    if answer is not None:
+        drafts.append(
+            MessageDraft(
+                role=Message.Role.ASSISTANT,
+                message_id=answer.message_id,
+                content=answer.content,
+                metadata=answer.metadata,
+            )
+        )
+    if drafts:
+        messages_append(thread=thread, run=run, drafts=drafts)

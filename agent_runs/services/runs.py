@@ -1,0 +1,133 @@
+"""Writes of runs: creating one (with its thread and user message) and cancelling one."""
+
+import logging
+from functools import partial
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import IntegrityError, transaction
+from django.http import Http404
+
+from agent_runs.agent_config import automation_job_get
+from agent_runs.errors import RunIdConflict, RunInputInvalid
+from agent_runs.models import Message, Run, Thread
+from agent_runs.run_input import RunAgentInput, snapshot_sha256, user_text
+from agent_runs.services.messages import MessageDraft, messages_append
+from agent_runs.services.queue import run_enqueue
+from attachments.models import Attachment
+from attachments.schemas import user_message_attachments_metadata
+from attachments.selectors import attachment_from_signed_url
+
+logger = logging.getLogger(__name__)
+
+
+def run_create(*, user: AbstractBaseUser, run_input: RunAgentInput) -> Run:
+    """Store the thread (if new), the user message and the queued run; enqueue on commit.
+
+    spec/run-agent-input.md, Response. Idempotent per (threadId, runId): the same body
+    returns the existing run, a different body raises ``RunIdConflict``. Images are named by
+    their storage place in the stored snapshot (never by a signed URL, a credential), so a
+    retry with a fresh URL for the same image is the same body.
+    """
+    snapshot = run_input.snapshot()
+    images = _binary_blocks_resolve(user=user, snapshot=snapshot)
+    try:
+        return _run_create(user=user, run_input=run_input, snapshot=snapshot, images=images)
+    except IntegrityError:
+        # A concurrent request created the same new thread first: retry once, now under
+        # that thread's row lock.
+        return _run_create(user=user, run_input=run_input, snapshot=snapshot, images=images)
+
+
+@transaction.atomic
+def _run_create(
+    *,
+    user: AbstractBaseUser,
+    run_input: RunAgentInput,
+    snapshot: dict[str, Any],
+    images: list[Attachment],
+) -> Run:
+    input_sha256 = snapshot_sha256(snapshot)
+    automation_job = ""
+    if run_input.forwarded_props.runtime_mode == Run.RuntimeMode.AUTOMATION:
+        automation_job = _automation_job_check(run_input)
+    thread, thread_created = _thread_lock_or_create(user=user, thread_id=run_input.thread_id)
+    if not thread_created:
+        existing = Run.objects.filter(thread=thread, run_id=run_input.run_id).first()
+        if existing is not None:
+            if existing.input_sha256 != input_sha256:
+                raise RunIdConflict()
+            return existing
+    props = run_input.forwarded_props
+    run = Run.objects.create(
+        thread=thread,
+        run_id=run_input.run_id,
+        parent_run_id=run_input.parent_run_id or "",
+        runtime_mode=props.runtime_mode,
+        input=snapshot,
+        input_sha256=input_sha256,
+        client_time=props.client_time.model_dump() if props.client_time else None,
+        automation_job=automation_job,
+        created_thread=thread_created,
+    )
+    message = run_input.user_message
+    blocks = [] if isinstance(message.content, str) else snapshot["messages"][0]["content"]
+    user_message = MessageDraft(
+        role=Message.Role.USER,
+        message_id=message.id,
+        content=user_text(message.content),
+        content_blocks=blocks,
+        metadata={
+            "run_id": run.run_id,
+            "message_id": message.id,
+            **user_message_attachments_metadata(images),
+        },
+    )
+    messages_append(thread=thread, run=run, drafts=[user_message])
+    transaction.on_commit(partial(run_enqueue, run=run))
+    return run
+
+
+def _binary_blocks_resolve(*, user: AbstractBaseUser, snapshot: dict[str, Any]) -> list[Attachment]:
+    """Turn each image's signed URL in the snapshot's user message into its storage place
+    (``bucket``, ``path``, the sniffed ``mimeType``), and give the attachments, in order
+    (spec/run-agent-input.md, Compatibility Notes). A URL that is not a valid, unexpired
+    signed URL of an object of the caller's is an ``AttachmentUrlInvalid`` (422), before
+    anything is stored."""
+    content = snapshot["messages"][0].get("content")
+    if not isinstance(content, list):
+        return []
+    images: list[Attachment] = []
+    for index, block in enumerate(content):
+        if block.get("type") != "binary":
+            continue
+        image = attachment_from_signed_url(user=user, url=block["url"])
+        images.append(image)
+        kept = {key: value for key, value in block.items() if key != "url"}
+        content[index] = {
+            **kept,
+            "mimeType": image.mime_type,
+            "bucket": image.bucket,
+            "path": image.path,
+        }
+    return images
+
+
+def _automation_job_check(run_input: RunAgentInput) -> str:
+    """The automation job an ``automation`` run names; one that does not exist is a 422."""
+    name = run_input.automation_job
+    if automation_job_get(name=name) is None:
+        raise RunInputInvalid(
+            "invalid RunAgentInput.context: an automation run names an existing job as "
+            '{"description": "automation_job", "value": "<job name>"}'
+        )
+    return name
+
+
+def _thread_lock_or_create(*, user: AbstractBaseUser, thread_id: Any) -> tuple[Thread, bool]:
+    thread = Thread.objects.select_for_update().filter(pk=thread_id).first()
+    if thread is None:
+        return Thread.objects.create(id=thread_id, owner_id=user.pk), True
+    if thread.owner_id != user.pk:
+        raise Http404
+    return thread, False
