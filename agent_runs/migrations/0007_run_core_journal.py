@@ -1,5 +1,4 @@
 from django.db import migrations, models
-from django.db.models.functions import Coalesce
 
 
 def number_events_per_run(apps, schema_editor):
@@ -23,15 +22,6 @@ def automation_job_from_input(apps, schema_editor):
         ]
         if names and isinstance(names[0], str):
             Run.objects.filter(pk=run.pk).update(automation_job=names[0][:100])
-
-
-def mark_written_cancellations_started(apps, schema_editor):
-    """Runs cancelled while queued before this release had their journal written at once:
-    mark them started, or they would hold their thread's line forever."""
-    Run = apps.get_model("agent_runs", "Run")
-    Run.objects.filter(status="cancelled", started_at=None, events__isnull=False).update(
-        started_at=Coalesce(models.F("finished_at"), models.F("created_at"))
-    )
 
 
 class Migration(migrations.Migration):
@@ -62,7 +52,6 @@ class Migration(migrations.Migration):
         ),
         migrations.RunPython(number_events_per_run, migrations.RunPython.noop),
         migrations.RunPython(automation_job_from_input, migrations.RunPython.noop),
-        migrations.RunPython(mark_written_cancellations_started, migrations.RunPython.noop),
         migrations.AlterField(
             model_name="runevent",
             name="seq",

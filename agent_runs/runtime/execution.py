@@ -16,7 +16,7 @@ import openai
 from ag_ui.core import RunFinishedEvent, RunStartedEvent
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
-from django.db import DatabaseError, InterfaceError, OperationalError, connections
+from django.db import DatabaseError, InterfaceError, OperationalError, connections, transaction
 from rq.timeouts import JobTimeoutException
 
 from agent_runs.errors import RunNoLongerRunning
@@ -111,10 +111,13 @@ def _run_pipeline(run: Run, token: uuid.UUID, last_event_id: int) -> None:
     decision = router_stage(turn)
     output = worker_stage(turn, decision)
     memory_stage(turn, output)
-    emitter.flush()  # nothing of the run may be left unwritten once it is completed
-    if not run_complete(run=run, claim_token=token):
-        raise RunNoLongerRunning(run.pk)
-    emitter.emit(RunFinishedEvent(**ids))
+    emitter.flush()
+    # The terminal event and the status together: a cancel that comes meanwhile finds the
+    # run completed, or its own RUN_ERROR is the run's only terminal event.
+    with transaction.atomic():
+        emitter.emit(RunFinishedEvent(**ids))
+        if not run_complete(run=run, claim_token=token):
+            raise RunNoLongerRunning(run.pk)
 
 
 def with_reconnect(call: Callable[[], T]) -> T:

@@ -19,7 +19,7 @@ from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
 from agent_runs.events.emitter import RunEventEmitter
-from agent_runs.models import Run, Thread
+from agent_runs.models import Run, RunEvent, Thread
 from agent_runs.selectors.runs import run_next_queued, runs_next_queued_of_idle_threads
 from agent_runs.services.queue import job_stop, run_enqueue_if_idle, runs_enqueue_if_idle
 
@@ -32,7 +32,9 @@ RUN_ERROR_MESSAGE = "runtime execution failed"
 _MAX_ERROR_CHARS = 10_000
 _ACTIVE = (Run.Status.QUEUED, Run.Status.RUNNING)
 # Cancelled while queued, its journal not written yet: it still holds its place in line.
-_ENDED_UNSTARTED = Q(status=Run.Status.CANCELLED, started_at=None)
+_ENDED_UNSTARTED = Q(status=Run.Status.CANCELLED, started_at=None) & ~Exists(
+    RunEvent.objects.filter(run_id=OuterRef("pk"))
+)
 
 
 def run_claim(*, run_pk: int) -> uuid.UUID | None:
@@ -159,7 +161,6 @@ def _ended_unstarted_journals_write(*, thread_id: uuid.UUID) -> None:
             )
             if head is None or head.status in _ACTIVE:
                 return
-            Run.objects.filter(pk=head.pk).update(started_at=timezone.now())
             _run_journal_end(head, code=RUN_CANCELLED_CODE, message=RUN_CANCELLED_MESSAGE)
 
 

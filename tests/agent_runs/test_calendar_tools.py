@@ -138,7 +138,9 @@ def test_a_run_creates_a_calendar_event_in_each_timezone_case(
     assert len(fake_openai.requests) == 2
     tool_message = Message.objects.get(run=run, role="tool")
     assert tool_message.metadata["tool_name"] == "calendar_create"
-    assert tool_message.metadata["message_id"] == "call_1"
+    # The tool message's own id, not the assistant message's (it names its call).
+    assert tool_message.message_id == tool_message.metadata["message_id"] == "tool-call_1"
+    assert tool_message.metadata["tool_call_id"] == "call_1"
     assert json.loads(tool_message.content)["id"] == event.pk
     assert not tool_message.visibility_mask & Visibility.UI_HISTORY  # never in the history
     assert tool_message.visibility_mask & Visibility.WORKER

@@ -38,11 +38,15 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.integration]
 
 
 def hub_reads(client: redis.Redis) -> int:
-    """daphne's stream hub connections blocked reading streams (CLIENT LIST flag ``b``)."""
+    """daphne's stream hub connections blocked reading streams (CLIENT LIST flag ``b``), on
+    the test's Redis database (another suite may share the server)."""
+    db = str(client.connection_pool.connection_kwargs.get("db", 0))
     return sum(
         1
         for entry in client.client_list()
-        if entry.get("name") == HUB_CLIENT_NAME and "b" in entry.get("flags", "")
+        if entry.get("name") == HUB_CLIENT_NAME
+        and "b" in entry.get("flags", "")
+        and str(entry.get("db")) == db
     )
 
 
