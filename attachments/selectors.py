@@ -1,7 +1,6 @@
 """Reads and access checks of attachments. An object that is not the caller's is a 404 (or,
 in a run's input, a 422 that does not say whether it exists), never a 403."""
 
-import base64
 import logging
 from dataclasses import dataclass
 from datetime import datetime
@@ -16,7 +15,12 @@ from attachments.errors import (
     SignedUrlTampered,
 )
 from attachments.models import Attachment
-from attachments.signing import object_ref_validate, signed_token_verify, signed_url_verify
+from attachments.signing import (
+    object_ref_validate,
+    signed_token_verify,
+    signed_url_create,
+    signed_url_verify,
+)
 from attachments.storage import attachment_storage
 
 logger = logging.getLogger(__name__)
@@ -30,6 +34,14 @@ def attachment_get_for_user(*, user: AbstractBaseUser, bucket: str, path: str) -
     if attachment is None:
         raise Http404
     return attachment
+
+
+def attachment_signed_url(*, bucket: str, path: str) -> str:
+    """A fresh signed URL for the stored object at ``bucket``/``path``, valid for
+    ``ATTACHMENT_SIGNED_URL_TTL_SECONDS``. A computation with the settings' key: it neither
+    reads the database nor checks that the object exists or whose it is (the caller does, if
+    it must). Raises ``ObjectPathInvalid`` for an unsafe bucket or path."""
+    return signed_url_create(bucket=bucket, path=path)
 
 
 def attachment_from_signed_url(*, user: AbstractBaseUser, url: str) -> Attachment:
@@ -52,13 +64,6 @@ def attachment_from_signed_url(*, user: AbstractBaseUser, url: str) -> Attachmen
         # rather than fail the run later.
         raise AttachmentUrlInvalid("binary content url does not name an attachment of yours")
     return attachment
-
-
-def attachment_data_url(*, attachment: Attachment) -> str:
-    """``data:<mime>;base64,...`` of the stored bytes, for a model provider that cannot reach
-    this service's signed URLs."""
-    encoded = base64.b64encode(attachment_read(attachment=attachment)).decode("ascii")
-    return f"data:{attachment.mime_type};base64,{encoded}"
 
 
 def attachment_read(*, attachment: Attachment) -> bytes:

@@ -2,23 +2,23 @@
 
 spec/chat-messages-and-attachments.md, User Message Attachments, Signed URL Format:
 ``{PUBLIC_BASE_URL}/storage/v1/object/sign/{bucket}/{path}?token={jwt}``. The token is an HS256
-JWT, as Supabase's is: its ``url`` claim binds it to ``{bucket}/{path}`` and its ``exp`` claim
-ends it. Pure functions: no ORM and no I/O; the secret and defaults come from settings.
+JWT, as Supabase's is (issued and checked by PyJWT): its ``url`` claim binds it to
+``{bucket}/{path}`` and its ``exp`` claim ends it. Pure functions: no ORM and no I/O; the secret
+and defaults come from settings.
 """
 
-import base64
-import binascii
 import hashlib
 import hmac
-import json
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypedDict
 from urllib.parse import parse_qs, quote, unquote, urlencode, urlsplit
 
+import jwt
 from django.conf import settings
 from django.utils import timezone
+from jwt.types import Options
 
 from attachments.errors import (
     ObjectPathInvalid,
@@ -36,17 +36,15 @@ _BUCKET = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
 # A dedicated key, derived from the secret with this salt, so no other signature of the
 # project (sessions, stream tokens) can pass for a signed URL's.
 _KEY_SALT = b"attachments.signed-url.v1"
-
-
-def _b64encode(raw: bytes) -> str:
-    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
-
-
-def _b64decode(text: str) -> bytes:
-    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-
-
-_HEADER = _b64encode(b'{"alg":"HS256","typ":"JWT"}')
+_ALGORITHM = "HS256"
+# PyJWT checks the signature and the claims' shape; ``exp`` is compared here, against the
+# ``now`` the caller gives. ``iat`` is informative only: a verifier whose clock runs a little
+# behind the issuer's must not refuse a URL as "not yet valid".
+_DECODE_OPTIONS: Options = {
+    "verify_exp": False,
+    "verify_iat": False,
+    "require": ["url", "exp"],
+}
 
 
 class ObjectRef(TypedDict):
@@ -97,8 +95,7 @@ def signed_url_create(
         raise ValueError("expires_in must be positive")
     issued_at = int((now or timezone.now()).timestamp())
     claims = {"url": f"{bucket}/{path}", "iat": issued_at, "exp": issued_at + ttl}
-    payload = _b64encode(json.dumps(claims, separators=(",", ":")).encode())
-    token = f"{_HEADER}.{payload}.{_signature(f'{_HEADER}.{payload}')}"
+    token = jwt.encode(claims, _key(), algorithm=_ALGORITHM)
     quoted = "/".join(quote(segment, safe="") for segment in [bucket, *path.split("/")])
     base_url = settings.PUBLIC_BASE_URL.rstrip("/")
     return f"{base_url}{SIGN_PREFIX}{quoted}?{urlencode({'token': token})}"
@@ -117,9 +114,10 @@ def parse_signed_url(url: str) -> ObjectRef:
 
 
 def signed_url_verify(url: str, *, now: datetime | None = None) -> SignedObject:
-    """The object a signed URL of this service grants. Raises ``SignedUrlInvalid`` for a wrong
-    shape, ``SignedUrlTampered`` for a bad signature or a token of another object, and
-    ``SignedUrlExpired`` once its time is up."""
+    """The object a signed URL of this service grants: the URL parsed as ``parse_signed_url``
+    does, then its token checked against that bucket and path. Raises ``SignedUrlInvalid``
+    for a wrong shape, ``SignedUrlTampered`` for a bad signature or a token of another object,
+    and ``SignedUrlExpired`` once its time is up."""
     ref, token = _split_signed_url(url)
     return signed_token_verify(bucket=ref["bucket"], path=ref["path"], token=token, now=now)
 
@@ -143,6 +141,8 @@ def signed_token_verify(
 
 
 def _split_signed_url(url: Any) -> tuple[ObjectRef, str]:
+    """The bucket and path a signed URL names, and its token (not checked here): the one
+    parser of ``parse_signed_url`` and ``signed_url_verify``."""
     if not isinstance(url, str) or not url or len(url) > _MAX_URL_LENGTH:
         raise SignedUrlInvalid(f"signed URL must be a string of 1 to {_MAX_URL_LENGTH} characters")
     # urlsplit silently drops tabs, newlines and leading blanks: refuse them instead.
@@ -187,29 +187,27 @@ def _token_claims(token: Any) -> dict[str, Any]:
     parts = token.split(".")
     if len(parts) != 3 or not all(parts):
         raise SignedUrlInvalid("signed URL token is malformed")
-    header, payload, signature = parts
-    expected = _signature(f"{header}.{payload}")
-    if not hmac.compare_digest(signature.encode(), expected.encode()):
-        raise SignedUrlTampered("signed URL token signature is invalid")
-    # The signature holds, so this service wrote the token; check its shape all the same.
     try:
-        claims = json.loads(_b64decode(payload))
-    except (binascii.Error, ValueError):
+        claims: dict[str, Any] = jwt.decode(
+            token, _key(), algorithms=[_ALGORITHM], options=_DECODE_OPTIONS
+        )
+    except jwt.MissingRequiredClaimError:
+        # Claims are read once the signature holds: signed here, but not as this module signs.
         raise SignedUrlInvalid("signed URL token is malformed") from None
-    if (
-        header != _HEADER
-        or not isinstance(claims, dict)
-        or not isinstance(claims.get("url"), str)
-        or type(claims.get("exp")) is not int
-    ):
+    except jwt.InvalidTokenError:
+        # Three parts, but not a token this service signed: a signature that does not match,
+        # or a header, payload or signature that is not even well-formed (PyJWT refuses those
+        # before it gets to the signature, which could not match either).
+        raise SignedUrlTampered("signed URL token signature is invalid") from None
+    # The signature holds, so this service wrote the token; check its shape all the same.
+    if not isinstance(claims["url"], str) or type(claims["exp"]) is not int:
         raise SignedUrlInvalid("signed URL token is malformed")
     return claims
 
 
-def _signature(signing_input: str) -> str:
+def _key() -> bytes:
     secret = settings.ATTACHMENT_SIGNING_SECRET or settings.SECRET_KEY
-    key = hmac.new(secret.encode(), _KEY_SALT, hashlib.sha256).digest()
-    return _b64encode(hmac.new(key, signing_input.encode(), hashlib.sha256).digest())
+    return hmac.new(secret.encode(), _KEY_SALT, hashlib.sha256).digest()
 
 
 def _is_control(char: str) -> bool:

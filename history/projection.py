@@ -11,7 +11,7 @@ from typing import Any
 from agent_runs.models import Message
 from agent_runs.ui_schema import MAX_ITEMS, ui_schema_build
 from attachments.errors import ObjectPathInvalid
-from attachments.signing import signed_url_create
+from attachments.selectors import attachment_signed_url
 from history.schemas import (
     HistoryAttachment,
     HistoryMessage,
@@ -85,7 +85,7 @@ def history_attachments(stored: Any) -> list[HistoryAttachment]:
         if not (isinstance(bucket, str) and isinstance(path, str)):
             continue
         try:
-            url = signed_url_create(bucket=bucket, path=path)
+            url = attachment_signed_url(bucket=bucket, path=path)
         except ObjectPathInvalid:  # not a storage object we would sign today: not shown
             continue
         mime_type = mime_type if isinstance(mime_type, str) else "application/octet-stream"

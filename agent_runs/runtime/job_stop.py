@@ -54,10 +54,6 @@ class JobStop:
                 with contextlib.suppress(RuntimeError):
                     task.get_loop().call_soon_threadsafe(task.cancel)
 
-    @property
-    def requested(self) -> bool:
-        return self._requested
-
     def check(self) -> None:
         """Raise ``RunStopped`` if a stop was asked for: the job's synchronous checkpoint."""
         if self._requested:

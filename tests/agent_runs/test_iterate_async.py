@@ -100,8 +100,9 @@ def test_a_stop_request_for_another_job_is_ignored():
     job_stop.reset(job_id="job-2")
     try:
         job_stop.request(job_id="job-1")  # arrived after job-1 ended and job-2 began
-        assert not job_stop.requested
+        job_stop.check()  # job-2 goes on
         job_stop.request(job_id="job-2")
-        assert job_stop.requested
+        with pytest.raises(RunStopped):
+            job_stop.check()
     finally:
         job_stop.reset()

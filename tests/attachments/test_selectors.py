@@ -1,9 +1,7 @@
-"""What the run API calls: a binary block's url → the caller's attachment, its bytes for the
-model, and the metadata stored on the user message."""
+"""What the run API and the history call: a binary block's url → the caller's attachment, a
+fresh signed URL for a stored object, and the metadata stored on the user message."""
 
-import base64
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -11,16 +9,15 @@ from django.contrib.auth import get_user_model
 from django.http import Http404
 from django.utils import timezone
 
-from attachments.errors import AttachmentUrlInvalid
+from attachments.errors import AttachmentUrlInvalid, ObjectPathInvalid
 from attachments.models import Attachment
 from attachments.schemas import user_message_attachments_metadata
 from attachments.selectors import (
-    attachment_data_url,
     attachment_from_signed_url,
     attachment_get_for_user,
+    attachment_signed_url,
 )
-from attachments.signing import signed_url_create
-from tests.attachments.images import png_bytes
+from attachments.signing import signed_url_create, signed_url_verify
 
 pytestmark = pytest.mark.django_db
 
@@ -114,21 +111,24 @@ def test_the_owner_gets_the_attachment_and_a_stranger_a_404(
         )
 
 
-def test_the_data_url_carries_the_stored_bytes(alice_upload: dict[str, Any]) -> None:
-    data_url = attachment_data_url(attachment=Attachment.objects.get())
+def test_a_fresh_signed_url_grants_its_object_for_the_configured_time(settings: Any) -> None:
+    settings.PUBLIC_BASE_URL = "https://files.example.com"
+    asked_at = timezone.now().replace(microsecond=0)
 
-    prefix, encoded = data_url.split(",", 1)
-    assert prefix == "data:image/png;base64"
-    assert base64.b64decode(encoded) == png_bytes()
+    url = attachment_signed_url(bucket="agent-files", path="agent-inputs/u/t/r/img.jpg")
+
+    assert url.startswith(
+        "https://files.example.com/storage/v1/object/sign/agent-files/agent-inputs/u/t/r/img.jpg?"
+    )
+    granted = signed_url_verify(url)
+    assert (granted.bucket, granted.path) == ("agent-files", "agent-inputs/u/t/r/img.jpg")
+    ttl = timedelta(seconds=settings.ATTACHMENT_SIGNED_URL_TTL_SECONDS)
+    assert granted.expires_at >= asked_at + ttl
 
 
-def test_the_data_url_of_an_object_gone_from_storage_is_a_404(
-    alice_upload: dict[str, Any], attachment_root: Path
-) -> None:
-    (attachment_root / alice_upload["bucket"] / alice_upload["path"]).unlink()
-
-    with pytest.raises(Http404):
-        attachment_data_url(attachment=Attachment.objects.get())
+def test_no_signed_url_is_made_for_an_unsafe_path() -> None:
+    with pytest.raises(ObjectPathInvalid):
+        attachment_signed_url(bucket="agent-files", path="../etc/passwd")
 
 
 def _attachment(path: str, mime_type: str = "image/png") -> Attachment:

@@ -2,7 +2,7 @@
 
 import base64
 import json
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -54,6 +54,33 @@ def test_it_verifies_its_own_url_and_says_when_the_grant_ends() -> None:
     assert int(signed.expires_at.timestamp()) == int(now.timestamp()) + 60
 
 
+def test_a_url_issued_before_pyjwt_signed_them_still_verifies(settings: Any) -> None:
+    # Written by the hand-rolled HS256 signer this module had before it used PyJWT: the token
+    # format is the same standard JWT, so URLs already handed out keep working.
+    settings.ATTACHMENT_SIGNING_SECRET = "s3cret"
+    issued_at = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+    url = (
+        "http://127.0.0.1:8000/storage/v1/object/sign/agent-inputs/7/abc.png?token="
+        "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9."
+        "eyJ1cmwiOiJhZ2VudC1pbnB1dHMvNy9hYmMucG5nIiwiaWF0IjoxNzY3MzIzMDQ1LCJleHAiOjE3NjczMjY2NDV9."
+        "YovRFYMvDyKXB0-OhZSMq0k6hRwj6U18Z_5qw50ha3E"
+    )
+    signed = signed_url_verify(url, now=issued_at + timedelta(seconds=10))
+    assert (signed.bucket, signed.path) == ("agent-inputs", "7/abc.png")
+    assert signed.expires_at == issued_at + timedelta(hours=1)
+    settings.PUBLIC_BASE_URL = "http://127.0.0.1:8000"
+    assert (
+        signed_url_create(bucket="agent-inputs", path="7/abc.png", expires_in=3600, now=issued_at)
+        == url
+    )
+
+
+def test_a_verifier_whose_clock_is_behind_the_issuers_accepts_the_url() -> None:
+    now = timezone.now()
+    url = signed_url_create(bucket="agent-inputs", path="7/abc.png", now=now + timedelta(seconds=5))
+    assert signed_url_verify(url, now=now).path == "7/abc.png"
+
+
 def test_it_rejects_an_expired_url() -> None:
     now = timezone.now()
     url = signed_url_create(bucket="agent-inputs", path="7/abc.png", expires_in=60, now=now)
@@ -76,6 +103,21 @@ def test_it_rejects_a_token_whose_claims_were_rewritten() -> None:
     payload = base64.urlsafe_b64encode(json.dumps(forged).encode()).rstrip(b"=").decode()
     with pytest.raises(SignedUrlTampered):
         signed_url_verify(_with_token(url, f"{header}.{payload}.{signature}"))
+
+
+@pytest.mark.parametrize("kind", ["garbage", "junk after a genuine signature", "alg none"])
+def test_a_token_of_three_parts_that_this_service_did_not_write_is_tampered(kind: str) -> None:
+    header, payload, signature = _token(
+        signed_url_create(bucket="agent-inputs", path="7/abc.png")
+    ).split(".")
+    unsigned = base64.urlsafe_b64encode(b'{"alg":"none"}').rstrip(b"=").decode()
+    token = {
+        "garbage": "a.b.c",
+        "junk after a genuine signature": f"{header}.{payload}.{signature}!!!!",
+        "alg none": f"{unsigned}.{payload}.{signature}",
+    }[kind]
+    with pytest.raises(SignedUrlTampered, match="signature"):
+        signed_token_verify(bucket="agent-inputs", path="7/abc.png", token=token)
 
 
 @pytest.mark.parametrize(
