@@ -102,7 +102,8 @@ class RunEventEmitter:
 
     def flush(self) -> None:
         """Write the pending events now: one INSERT statement, and once it is committed one
-        stream entry holding the whole batch (``ids``, ``prev`` and ``data``, a JSON list).
+        stream entry holding the whole batch (``ids``, ``prev``, ``seq`` and ``data``, a JSON
+        list).
         A connection the database cut is replaced and the write tried once more (the fence
         makes that safe); a job whose run is no longer its own raises ``RunNoLongerRunning``."""
         if not self._pending:
@@ -119,6 +120,7 @@ class RunEventEmitter:
         entry = {
             "ids": ",".join(map(str, ids)),
             "prev": self.previous_id,
+            "seq": self.next_seq,  # the first event's ordinal in its run; the rest follow
             "data": "[" + ",".join(documents) + "]",
         }
         self.previous_id = ids[-1]

@@ -14,7 +14,7 @@ import json
 import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
@@ -26,8 +26,16 @@ from agent_runs.events.hub import RESET, Subscription, stream_hub
 from agent_runs.selectors.events import EventStreamStart, events_after
 
 T = TypeVar("T")
-# One event of the journal: its id (the SSE id) and its wire JSON.
-Event = tuple[int, dict[str, Any]]
+
+
+class Event(NamedTuple):
+    """One event of the journal: its id (the SSE id), its ordinal in its run (how a
+    protocol's translator numbers it, the same live and replayed) and its wire JSON."""
+
+    id: int
+    seq: int
+    payload: dict[str, Any]
+
 
 _REPLAY_PAGE = 1000
 _IDLE_PERIODS_PER_CHECK = 4
@@ -44,14 +52,15 @@ class _Cursor:
     await_run_start: bool
     done: bool = False
 
-    def take(self, batch: list[Event], event_id: int, payload: dict[str, Any]) -> None:
-        self.last_seen = event_id
+    def take(self, batch: list[Event], event: Event) -> None:
+        self.last_seen = event.id
+        payload = event.payload
         kind = payload.get("type")
         if self.await_run_start:
             if kind != "RUN_STARTED" or payload.get("runId") != self.run_id:
                 return
             self.await_run_start = False
-        batch.append((event_id, payload))
+        batch.append(event)
         if not self.follow and kind in TERMINAL_TYPES and payload.get("runId") == self.run_id:
             self.done = True
 
@@ -82,8 +91,8 @@ async def _replay(cursor: _Cursor) -> AsyncIterator[list[Event]]:
             events_after, thread_id=cursor.thread_id, after_id=cursor.last_seen, limit=_REPLAY_PAGE
         )
         batch: list[Event] = []
-        for event_id, payload in rows:
-            cursor.take(batch, event_id, payload)
+        for row in rows:
+            cursor.take(batch, Event(*row))
             if cursor.done:
                 break
         if batch:
@@ -130,7 +139,9 @@ async def _live_entries(entries: Any, cursor: _Cursor) -> AsyncIterator[list[Eve
         ids = [int(event_id) for event_id in fields[b"ids"].split(b",")]
         if ids[-1] <= cursor.last_seen:
             continue  # already replayed
-        if int(fields[b"prev"]) > cursor.last_seen:
+        # An entry written before entries carried ``seq`` (a worker of the previous
+        # release) is read from PostgreSQL instead, like a gap.
+        if int(fields[b"prev"]) > cursor.last_seen or b"seq" not in fields:
             if batch:
                 yield batch
                 batch = []
@@ -138,9 +149,11 @@ async def _live_entries(entries: Any, cursor: _Cursor) -> AsyncIterator[list[Eve
                 yield replayed
             if cursor.done or ids[-1] <= cursor.last_seen:
                 continue
-        for event_id, payload in zip(ids, json.loads(fields[b"data"]), strict=True):
+        first_seq = int(fields[b"seq"])
+        payloads = json.loads(fields[b"data"])
+        for offset, (event_id, payload) in enumerate(zip(ids, payloads, strict=True)):
             if event_id > cursor.last_seen:
-                cursor.take(batch, event_id, payload)
+                cursor.take(batch, Event(event_id, first_seq + offset, payload))
                 if cursor.done:
                     break
         if cursor.done:

@@ -24,7 +24,6 @@ from agentscope.tool import FunctionTool, Toolkit
 from pydantic import ValidationError
 
 from agent_runs.models import Stage
-from agent_runs.runtime import agentscope_tuning
 from agent_runs.runtime.output import AgentOutput, RouteDecision
 
 logger = logging.getLogger(__name__)
@@ -52,7 +51,6 @@ _AGENT_OUTPUT_SCHEMA = AgentOutput.model_json_schema()
 _ROUTE_DECISION_SCHEMA = RouteDecision.model_json_schema()
 
 T = TypeVar("T")
-agentscope_tuning.apply()
 # Backend tools run without asking: without a permission AgentScope stops the reply to ask
 # the user (DESIGN.md).
 _ALLOWED = PermissionDecision(behavior=PermissionBehavior.ALLOW, message="backend tool")

@@ -19,8 +19,9 @@ quarter of the worker's CPU in these places:
   same code. Here the schema is derived once per function code and docstring.
 - The structured output of a model call (the router's) is checked like a tool input.
 
-``apply()`` is called when the pipeline is imported; it touches only AgentScope's own
-modules, not jsonschema or pydantic for anyone else. tests/agent_runs/
+``apply()`` is called by the worker when it starts (``RunWorker.__init__``), never as a
+side effect of an import; it touches only AgentScope's own modules, not jsonschema or
+pydantic for anyone else. tests/agent_runs/
 test_agentscope_tuning.py checks each, and fails if an AgentScope upgrade moves what they
 rely on.
 """

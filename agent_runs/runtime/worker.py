@@ -29,6 +29,7 @@ from rq.job import Job
 from rq.queue import Queue
 
 import agent_runs.runtime.jobs  # noqa: F401 - preloaded on purpose, see the module docstring
+from agent_runs.runtime import agentscope_tuning
 from agent_runs.runtime.agents import WORKER_SYSTEM_PROMPT, conversation, worker_reply
 from agent_runs.runtime.async_bridge import iterate_async
 from agent_runs.runtime.chat_models import chat_model_for
@@ -51,6 +52,7 @@ class RunWorker(SimpleWorker):
         kwargs["worker_ttl"] = min(kwargs.get("worker_ttl") or sweep + 15, sweep + 15)
         kwargs.setdefault("job_monitoring_interval", settings.AGENT_RUN_HEARTBEAT_SECONDS)
         super().__init__(*args, **kwargs)
+        agentscope_tuning.apply()
         self._last_job_ended = 0.0
 
     def work(self, *args: Any, **kwargs: Any) -> bool:

@@ -85,10 +85,11 @@ SELECT r.run_id,
 """
 
 
-def events_after(*, thread_id: uuid.UUID, after_id: int, limit: int) -> list[tuple[int, Any]]:
-    """The thread's committed events after ``after_id``, in order, at most ``limit``."""
+def events_after(*, thread_id: uuid.UUID, after_id: int, limit: int) -> list[tuple[int, int, Any]]:
+    """The thread's committed events after ``after_id``, in order, at most ``limit``: each
+    its id, its ordinal in its run and its wire JSON."""
     return list(
         RunEvent.objects.filter(thread_id=thread_id, pk__gt=after_id)
         .order_by("pk")
-        .values_list("pk", "payload")[:limit]
+        .values_list("pk", "seq", "payload")[:limit]
     )

@@ -29,6 +29,12 @@ SCHEMA = {
 }
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _tuned() -> None:
+    """As the worker does when it starts."""
+    agentscope_tuning.apply()
+
+
 def test_the_pipeline_has_applied_the_tuning_to_agentscope():
     assert agentscope_agent_module.jsonschema.validate is agentscope_tuning.validate
     assert (

@@ -18,7 +18,7 @@ from urllib.parse import parse_qs
 
 from channels.generic.http import AsyncHttpConsumer
 
-from agent_runs.events.follow import db_call, thread_events
+from agent_runs.events.follow import Event, db_call, thread_events
 from agent_runs.events.sse import KEEP_ALIVE_FRAME, retry_frame, sse_frame
 from agent_runs.protocols.agui.errors import NOT_AUTHENTICATED, error_parts
 from agent_runs.protocols.agui.parsing import parse_event_cursor
@@ -71,7 +71,7 @@ class EventStreamConsumer(AsyncHttpConsumer):
     def _query_string(self) -> str:
         return bytes(self.scope.get("query_string", b"")).decode("utf-8", "replace")
 
-    async def _stream(self, batches: AsyncIterator[list[tuple[int, dict[str, Any]]]]) -> None:
+    async def _stream(self, batches: AsyncIterator[list[Event]]) -> None:
         """Send the events until they end or the client goes away; either way the event
         generator is closed, which closes its hub subscription."""
         await self.send_headers(
@@ -86,7 +86,7 @@ class EventStreamConsumer(AsyncHttpConsumer):
         async def pump() -> None:
             await self.send_body(retry_frame(_RETRY_MS), more_body=True)
             async for batch in batches:
-                frames = b"".join(sse_frame(*event) for event in batch) or KEEP_ALIVE_FRAME
+                frames = b"".join(sse_frame(e.id, e.payload) for e in batch) or KEEP_ALIVE_FRAME
                 await self.send_body(frames, more_body=True)  # one write per batch
             await self.send_body(b"")
 
