@@ -235,6 +235,9 @@ def test_a_tool_call_maps_to_start_args_end_and_result_with_the_spec_fields():
     assert result["tool_call_args"] == {"title": "Standup"}
     assert result["status"] == "success" and result["result"] == '{"id": 7}'
     assert result["error"] is None and result["role"] == "tool"
+    # The tool message's own id, never the id of the assistant message that made the call
+    # (AG-UI clients would hold two messages under one id).
+    assert result["messageId"] == "tool-c1" != start["messageId"]
     sequence = EventSequence()  # and the mapped events are well ordered
 
     sequence.check({"type": "RUN_STARTED"})
