@@ -69,13 +69,13 @@ def event_stream_start(
 
 # The thread's latest (or chosen) run of the owner's: its runId, its first event, its
 # terminal event (a run has one at most, agent_runs/events/codec.py), and the thread's last
-# event. PostgreSQL and SQLite.
+# event. A run's events are found through the (run, seq) index. PostgreSQL and SQLite.
 _EVENT_STREAM_START_SQL = f"""
 SELECT r.run_id,
-       (SELECT e.id FROM {RunEvent._meta.db_table} e WHERE e.run_id = r.id ORDER BY e.id LIMIT 1),
+       (SELECT e.id FROM {RunEvent._meta.db_table} e WHERE e.run_id = r.id ORDER BY e.seq LIMIT 1),
        (SELECT e.id FROM {RunEvent._meta.db_table} e
          WHERE e.run_id = r.id AND e.type IN ({", ".join(["%s"] * len(TERMINAL_TYPES))})
-         ORDER BY e.id LIMIT 1),
+         ORDER BY e.seq LIMIT 1),
        (SELECT e.id FROM {RunEvent._meta.db_table} e
          WHERE e.thread_id = r.thread_id ORDER BY e.id DESC LIMIT 1)
   FROM {Run._meta.db_table} r JOIN {Thread._meta.db_table} t ON t.id = r.thread_id
