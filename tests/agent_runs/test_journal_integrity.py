@@ -212,10 +212,14 @@ def test_the_sweeper_leaves_a_beating_run_alone_after_redis_is_flushed_and_stops
             stale = Run.objects.get(run_id="silent").started_at
             Run.objects.filter(run_id="silent").update(heartbeat_at=stale.replace(year=2000))
             assert runs_recover()[0] == 1
+            recovered = time.monotonic()
             model.delay = 0
             after = run_input(runId="after")
             post_run(alice, after)
             wait_for(lambda: Run.objects.get(run_id="after").status == Run.Status.COMPLETED)
+            # The silent run's job was stopped (its model call had seconds to go): the
+            # worker ran the next run at once.
+            assert time.monotonic() - recovered < 3.5
         finally:
             stop_process(worker)
 
