@@ -1,4 +1,4 @@
-"""Which tools and context a run's stages get, by runtime mode (spec/run-agent-input.md,
+"""Which tools and context a run's stages get, by runtime mode (docs/spec/run-agent-input.md,
 "运行模式说明"): ``chat`` from ``system_agents.yaml``, ``automation`` from the run's
 ``AutomationJob``. A run in automation mode names its job in ``RunAgentInput.context`` as
 ``{"description": "automation_job", "value": "<job name>"}`` (``forwardedProps`` allows no

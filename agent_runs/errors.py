@@ -5,14 +5,14 @@ from config.errors import DomainError
 
 
 class RunInputInvalid(DomainError):
-    """A run's input broke a rule of spec/run-agent-input.md; the message is the spec's."""
+    """A run's input broke a rule of docs/spec/run-agent-input.md; the message is the spec's."""
 
     code = "invalid_input"
     status = 422
 
 
 class RunPayloadTooLarge(RunInputInvalid):
-    """The raw body is over the 256 KB limit (spec/run-agent-input.md, Validation Rules)."""
+    """The raw body is over the 256 KB limit (docs/spec/run-agent-input.md, Validation Rules)."""
 
     code = "payload_too_large"
     status = 413

@@ -36,7 +36,7 @@ class Stage(models.TextChoices):
 
 
 class Visibility(enum.IntFlag):
-    """Consumers of a stored message (spec/sse-events-and-usage.md, section 8)."""
+    """Consumers of a stored message (docs/spec/sse-events-and-usage.md, section 8)."""
 
     UI_HISTORY = 1
     ROUTER = 2
@@ -120,7 +120,7 @@ class Run(models.Model):
 
 
 class Message(models.Model):
-    """A stored chat message (spec/chat-messages-and-attachments.md, Message Metadata)."""
+    """A stored chat message (docs/spec/chat-messages-and-attachments.md, Message Metadata)."""
 
     class Role(models.TextChoices):
         USER = "user"
@@ -151,7 +151,7 @@ class Message(models.Model):
 
 
 class RunEvent(models.Model):
-    """One AG-UI event of a run, as sent on the wire (spec/sse-events-and-usage.md).
+    """One AG-UI event of a run, as sent on the wire (docs/spec/sse-events-and-usage.md).
 
     The primary key is the SSE event id: it only grows, and a thread's runs execute one at a
     time, so a thread's events are in id order and its journal is a concatenation of whole
@@ -242,7 +242,7 @@ class UserMemory(models.Model):
 
 
 class AutomationJob(models.Model):
-    """The runtime configuration of ``automation`` runs that name it (spec/run-agent-input.md,
+    """The runtime configuration of ``automation`` runs that name it (docs/spec/run-agent-input.md,
     runtime_mode): ``config`` holds ``enabled_tools`` and ``context`` (for all stages, or per
     stage under the stage's name)."""
 

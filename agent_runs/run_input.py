@@ -1,6 +1,6 @@
 """The core's one canonical command: a run's input as AG-UI's ``RunAgentInput`` model.
 
-spec/run-agent-input.md, RunAgentInput Schema. Each protocol's edge builds one (the AG-UI edge
+docs/spec/run-agent-input.md, RunAgentInput Schema. Each protocol's edge builds one (the AG-UI edge
 by the spec's validation rules, agent_runs/protocols/agui/parsing.py); the core stores its
 snapshot and reads what it needs from the model, never from a protocol's wire JSON.
 """
@@ -15,7 +15,7 @@ from zoneinfo import available_timezones
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-# How a client names the automation job of an ``automation`` run (spec/run-agent-input.md,
+# How a client names the automation job of an ``automation`` run (docs/spec/run-agent-input.md,
 # runtime_mode): a context item ``{"description": "automation_job", "value": "<job name>"}``.
 AUTOMATION_JOB_CONTEXT = "automation_job"
 

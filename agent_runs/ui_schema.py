@@ -1,6 +1,6 @@
 """The UI-schema compiler: a run's structured agent output to a ``UiSchemaRenderer``.
 
-spec/run-agent-input.md, UiSchemaRenderer. Pure: no ORM, no I/O. The agent output is what the
+docs/spec/run-agent-input.md, UiSchemaRenderer. Pure: no ORM, no I/O. The agent output is what the
 worker stores as the assistant message's ``metadata["agent_output"]``::
 
     {"answer", "key_points", "result_type", "status": "success|partial_success|failed",
@@ -128,7 +128,7 @@ class UiSchemaMeta(_Node):
 
 
 class UiSchemaRenderer(_Node):
-    """spec/run-agent-input.md, UiSchemaRenderer."""
+    """docs/spec/run-agent-input.md, UiSchemaRenderer."""
 
     version: Literal["2.0"] = "2.0"
     locale: str

@@ -66,7 +66,7 @@ class SignedUrlExpired(SignedUrlInvalid):
 
 class AttachmentUrlInvalid(AttachmentError):
     """A run's binary content ``url`` is not a valid, unexpired signed URL of an attachment
-    the caller owns (spec/run-agent-input.md, Compatibility Notes). Maps to 422."""
+    the caller owns (docs/spec/run-agent-input.md, Compatibility Notes). Maps to 422."""
 
     code = "invalid_attachment_url"
     status = 422

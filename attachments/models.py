@@ -4,7 +4,7 @@ from django.db import models
 
 class Attachment(models.Model):
     """An uploaded image: one object in storage at ``{bucket}/{path}``, owned by one user
-    (spec/chat-messages-and-attachments.md, User Message Attachments)."""
+    (docs/spec/chat-messages-and-attachments.md, User Message Attachments)."""
 
     owner = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="attachments"

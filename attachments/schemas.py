@@ -1,4 +1,4 @@
-"""Protocol shapes of attachments (spec/chat-messages-and-attachments.md, Metadata Schema)."""
+"""Protocol shapes of attachments (docs/spec/chat-messages-and-attachments.md, Metadata Schema)."""
 
 from collections.abc import Sequence
 from typing import TypedDict

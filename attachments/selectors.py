@@ -45,7 +45,7 @@ def attachment_signed_url(*, bucket: str, path: str) -> str:
 
 
 def attachment_from_signed_url(*, user: AbstractBaseUser, url: str) -> Attachment:
-    """The attachment a run's binary content ``url`` names (spec/run-agent-input.md,
+    """The attachment a run's binary content ``url`` names (docs/spec/run-agent-input.md,
     BinaryContentBlock: "must be a valid signed URL"): a genuine, unexpired signed URL of this
     service for an object ``user`` owns. Raises ``AttachmentUrlInvalid`` (422) otherwise."""
     try:

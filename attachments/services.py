@@ -1,4 +1,4 @@
-"""Writes of the attachments app (spec/chat-messages-and-attachments.md, User Message
+"""Writes of the attachments app (docs/spec/chat-messages-and-attachments.md, User Message
 Attachments, Flow step 1)."""
 
 import logging

@@ -1,6 +1,6 @@
 """Signed URLs in Supabase's shape, issued and verified by this service.
 
-spec/chat-messages-and-attachments.md, User Message Attachments, Signed URL Format:
+docs/spec/chat-messages-and-attachments.md, User Message Attachments, Signed URL Format:
 ``{PUBLIC_BASE_URL}/storage/v1/object/sign/{bucket}/{path}?token={jwt}``. The token is an HS256
 JWT, as Supabase's is (issued and checked by PyJWT): its ``url`` claim binds it to
 ``{bucket}/{path}`` and its ``exp`` claim ends it. Pure functions: no ORM and no I/O; the secret
@@ -102,7 +102,7 @@ def signed_url_create(
 
 
 def parse_signed_url(url: str) -> ObjectRef:
-    """``{bucket, path}`` of a Supabase-shaped signed URL (spec/chat-messages-and-attachments.md,
+    """``{bucket, path}`` of a Supabase-shaped signed URL (docs/spec/chat-messages-and-attachments.md,
     Signed URL Format): ``bucket`` is the path segment after ``/sign/``, ``path`` the rest.
 
     Any host is accepted (this service's or a Supabase project's); the URL must be absolute

@@ -1,4 +1,4 @@
-"""The attachment API (spec/chat-messages-and-attachments.md, User Message Attachments, Flow
+"""The attachment API (docs/spec/chat-messages-and-attachments.md, User Message Attachments, Flow
 steps 1 and 6) and the endpoint that serves this service's signed URLs."""
 
 from typing import Any, cast

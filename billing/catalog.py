@@ -1,10 +1,10 @@
 """Pricing catalog sources: LiteLLM's bundled catalog and our own JSON/YAML file, mapped onto
-catalog prices with tiers (spec/sse-events-and-usage.md 5.5).
+catalog prices with tiers (docs/spec/sse-events-and-usage.md 5.5).
 
 The mapping functions are pure; only ``load_litellm_model_cost`` and ``load_catalog_file`` do
 I/O, and only the management command calls them.
 
-The file format (README, "Pricing catalog file")::
+The file format (docs/billing.md, "Pricing catalog file")::
 
     currency: USD                       # default for every model (default USD)
     source: "vendor price list 2026-03" # stored on each entry (default: the file's name)

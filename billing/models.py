@@ -1,5 +1,5 @@
 """Usage records (one per model call) and the pricing catalog
-(spec/sse-events-and-usage.md, section 5)."""
+(docs/spec/sse-events-and-usage.md, section 5)."""
 
 from django.conf import settings
 from django.db import models

@@ -1,4 +1,4 @@
-"""Usage normalisation and cost maths (spec/sse-events-and-usage.md, 5.2-5.6).
+"""Usage normalisation and cost maths (docs/spec/sse-events-and-usage.md, 5.2-5.6).
 
 Pure: no ORM, no I/O, ``Decimal`` for every amount. The services and selectors load rows,
 call these functions and store or return what they answer.

@@ -1,4 +1,4 @@
-"""Usage shapes (spec/sse-events-and-usage.md, section 5): the internal ``usage_summary`` and
+"""Usage shapes (docs/spec/sse-events-and-usage.md, section 5): the internal ``usage_summary`` and
 the usage digest that ``TEXT_MESSAGE_END`` carries on the wire."""
 
 from decimal import Decimal

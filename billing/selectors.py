@@ -57,7 +57,7 @@ def price_of(entry: PriceCatalogEntry) -> Price:
 
 
 def run_usage_summary(*, run: Run) -> UsageSummary:
-    """The run's ``usage_summary`` (spec/sse-events-and-usage.md 5.3) and cost (5.4-5.6),
+    """The run's ``usage_summary`` (docs/spec/sse-events-and-usage.md 5.3) and cost (5.4-5.6),
     from its usage records: ``cost`` is a ``Decimal``, or ``None`` when a call is unpriced."""
     records = UsageRecord.objects.filter(run=run).order_by("id")
     return summarise([_priced_call(record) for record in records])

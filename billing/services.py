@@ -31,7 +31,7 @@ from billing.pricing import call_cost, normalise_usage, price_call
 def usage_record(
     *, run: Run, stage: str, model_id: str, usage: Mapping[str, Any], metadata: Mapping[str, Any]
 ) -> UsageRecord:
-    """Store one model call's usage, normalised and priced (spec/sse-events-and-usage.md
+    """Store one model call's usage, normalised and priced (docs/spec/sse-events-and-usage.md
     5.2-5.6) with the catalog entry in force now.
 
     ``usage`` holds the direct fields (``input_tokens``, ``output_tokens``, ``total_tokens``,

@@ -1,4 +1,4 @@
-"""Settings, read from the environment (every variable is listed in README.md)."""
+"""Settings, read from the environment (every variable is listed in docs/configuration.md, which a test keeps complete)."""
 
 import sys
 from pathlib import Path
@@ -124,19 +124,19 @@ if AGENT_RUN_HEARTBEAT_SECONDS >= AGENT_RUN_STALE_SECONDS:
 RQ_QUEUES = {
     AGENT_RUNS_QUEUE: {"URL": REDIS_URL, "DEFAULT_TIMEOUT": AGENT_RUN_JOB_TIMEOUT},
 }
-# The worker runs jobs in its own process, warm (see agent_runs/worker.py).
+# The worker runs jobs in its own process, warm (see agent_runs/runtime/worker.py).
 RQ = {"WORKER_CLASS": "agent_runs.runtime.worker.RunWorker"}
 
-# Models (DESIGN.md, "Model configuration"): "demo" runs offline with no key.
+# Models (docs/configuration.md, "Models"): "demo" runs offline with no key.
 AGENT_WORKER_MODEL = env_str("AGENT_WORKER_MODEL", "demo")
 # The router (and the memory stage) make small calls: a cheaper model may serve them.
 AGENT_ROUTER_MODEL = env_str("AGENT_ROUTER_MODEL", AGENT_WORKER_MODEL)
 AGENT_MEMORY_MODEL = env_str("AGENT_MEMORY_MODEL", AGENT_ROUTER_MODEL)
-# Reason/act rounds of the worker (and of the memory stage) in one run.
+# Reason/act rounds of the worker in one run (the memory stage has three).
 AGENT_WORKER_MAX_ITERS = env_int("AGENT_WORKER_MAX_ITERS", 6, minimum=1)
 # What the memory stage keeps per user (the newest win).
 AGENT_MEMORY_MAX_ITEMS = env_int("AGENT_MEMORY_MAX_ITEMS", 50, minimum=1)
-# Tools and context per stage for chat runs (agent_runs/runtime_config.py).
+# Tools and context per stage for chat runs (agent_runs/agent_config.py).
 AGENT_SYSTEM_AGENTS_FILE = env_str(
     "AGENT_SYSTEM_AGENTS_FILE", str(BASE_DIR / "agent_runs" / "system_agents.yaml")
 )
@@ -152,7 +152,7 @@ DEEPSEEK_BASE_URL = env_str("DEEPSEEK_BASE_URL", "")  # empty: DeepSeek's own
 DASHSCOPE_API_KEY = env_str("DASHSCOPE_API_KEY", "")
 DASHSCOPE_BASE_URL = env_str("DASHSCOPE_BASE_URL", "")  # empty: DashScope's compatible mode
 
-# The event stream (spec/sse-events-and-usage.md).
+# The event stream (docs/spec/sse-events-and-usage.md).
 AGENT_EVENTS_STREAM_MAXLEN = env_int("AGENT_EVENTS_STREAM_MAXLEN", 10_000, minimum=100)
 AGENT_SSE_KEEPALIVE_SECONDS = env_float("AGENT_SSE_KEEPALIVE_SECONDS", 15.0, minimum=0.05)
 AGENT_STREAM_TOKEN_TTL_SECONDS = env_int("AGENT_STREAM_TOKEN_TTL_SECONDS", 300, minimum=10)
@@ -217,7 +217,7 @@ STORAGES = {
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
     "attachments": _attachment_storage,
 }
-# Images a model may show in a compiled ui_schema (history/ui_schema.py): URL prefixes,
+# Images a model may show in a compiled ui_schema (agent_runs/ui_schema.py): URL prefixes,
 # comma-separated; by default only this service's signed URLs.
 UI_SCHEMA_IMAGE_URL_PREFIXES = env_list(
     "UI_SCHEMA_IMAGE_URL_PREFIXES", [f"{PUBLIC_BASE_URL}/storage/v1/object/sign/"]

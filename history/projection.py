@@ -1,4 +1,4 @@
-"""Stored messages as history messages (spec/run-agent-input.md, HistoryMessage). Pure: it reads
+"""Stored messages as history messages (docs/spec/run-agent-input.md, HistoryMessage). Pure: it reads
 the rows it is given; signing an attachment URL is a computation with the settings' key.
 """
 
@@ -72,7 +72,7 @@ def history_message(message: Message, *, locale: str) -> HistoryMessage:
 
 def history_attachments(stored: Any) -> list[HistoryAttachment]:
     """Freshly signed URLs for ``metadata.user_message_attachments``: a list of
-    ``{bucket, path, mime_type}`` (or one such object, as spec/chat-messages-and-attachments.md
+    ``{bucket, path, mime_type}`` (or one such object, as docs/spec/chat-messages-and-attachments.md
     writes it). An entry without a safe bucket and path is skipped."""
     entries = [stored] if isinstance(stored, Mapping) else stored
     if not isinstance(entries, list):

@@ -1,7 +1,7 @@
 """Protocol shapes of the history API (the compiled UI schema's are agent_runs/ui_schema.py).
 
-spec/run-agent-input.md: History API, HistoryMessage, UiSchemaRenderer, Example.
-spec/chat-messages-and-attachments.md: User Message Attachments (``metadata`` passthrough).
+docs/spec/run-agent-input.md: History API, HistoryMessage, UiSchemaRenderer, Example.
+docs/spec/chat-messages-and-attachments.md: User Message Attachments (``metadata`` passthrough).
 """
 
 import re
@@ -28,8 +28,8 @@ class HistoryAttachment(_Wire):
 
 
 class HistoryMessageUser(_Wire):
-    """spec/run-agent-input.md, HistoryMessageUser; ``metadata`` carries the stored
-    ``user_message_attachments`` (spec/chat-messages-and-attachments.md) when there are any."""
+    """docs/spec/run-agent-input.md, HistoryMessageUser; ``metadata`` carries the stored
+    ``user_message_attachments`` (docs/spec/chat-messages-and-attachments.md) when there are any."""
 
     id: str
     seq: int
@@ -41,7 +41,7 @@ class HistoryMessageUser(_Wire):
 
 
 class HistoryMessageAssistant(_Wire):
-    """spec/run-agent-input.md, HistoryMessageAssistant."""
+    """docs/spec/run-agent-input.md, HistoryMessageAssistant."""
 
     id: str
     seq: int
@@ -57,7 +57,7 @@ HistoryMessage = Annotated[
 
 
 class HistorySnapshotResponse(_Wire):
-    """spec/run-agent-input.md, History API: one day of one thread."""
+    """docs/spec/run-agent-input.md, History API: one day of one thread."""
 
     scope: Literal["history_day"] = "history_day"
     thread_id: uuid.UUID | None = Field(alias="threadId")

@@ -1,6 +1,6 @@
 """Reads of the history API: which thread, which day, which messages.
 
-spec/run-agent-input.md, History API; spec/sse-events-and-usage.md, section 8 (only messages
+docs/spec/run-agent-input.md, History API; docs/spec/sse-events-and-usage.md, section 8 (only messages
 visible to ``ui.history``). A day is the user's day: midnight to midnight in the profile's
 timezone (``UserProfile.settings["timezone"]``, UTC when unset or not an IANA zone).
 

@@ -11,7 +11,7 @@ from history.schemas import parse_history_query
 
 class HistorySnapshotApi(APIView):
     """``GET /api/v1/agent/history?threadId=&before=YYYY-MM-DD``: one day of a thread
-    (spec/run-agent-input.md, History API)."""
+    (docs/spec/run-agent-input.md, History API)."""
 
     def get(self, request: Request) -> HttpResponse:
         query = parse_history_query(request.query_params)

@@ -67,7 +67,7 @@ def work_burst(queue: Any) -> None:
 
 
 def run_input(**overrides: Any) -> dict[str, Any]:
-    """A valid RunAgentInput (spec/run-agent-input.md, Request Example), camelCase."""
+    """A valid RunAgentInput (docs/spec/run-agent-input.md, Request Example), camelCase."""
     body: dict[str, Any] = {
         "threadId": str(uuid.uuid4()),
         "runId": f"run-{uuid.uuid4().hex[:12]}",

@@ -1,6 +1,6 @@
 """The journal's codec: AG-UI events to their stored wire JSON, sanitised and checked for order.
 
-spec/sse-events-and-usage.md, sections 1-3 and 7: camelCase top-level fields, the spec's
+docs/spec/sse-events-and-usage.md, sections 1-3 and 7: camelCase top-level fields, the spec's
 snake_case business fields kept as they are, internal statistics never on the wire.
 """
 

@@ -1,6 +1,6 @@
 """The durable event log: PostgreSQL holds every event, a Redis stream per thread fans it out.
 
-spec/sse-events-and-usage.md, section 1: events are persisted, then published to Redis.
+docs/spec/sse-events-and-usage.md, section 1: events are persisted, then published to Redis.
 """
 
 import json

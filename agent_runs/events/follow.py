@@ -1,7 +1,7 @@
 """A thread's journal as one ordered stream: replay from PostgreSQL, then live from Redis.
 
 The only replay + live merge of the project: every protocol frames what it yields its own
-way (AG-UI as SSE, the others through their translators). spec/sse-events-and-usage.md,
+way (AG-UI as SSE, the others through their translators). docs/spec/sse-events-and-usage.md,
 sections 1-2. The stream subscribes to the process's stream hub before it replays, so an
 event committed during the replay is either replayed or read live (and dropped the second
 time by id). Each live entry names the thread's previous event id: when it is not the last

@@ -1,4 +1,4 @@
-"""Server-sent events framing (spec/sse-events-and-usage.md, section 2): ``id`` / ``event`` /
+"""Server-sent events framing (docs/spec/sse-events-and-usage.md, section 2): ``id`` / ``event`` /
 ``data`` lines, a frame per event, separated by a blank line (``\\n\\n``, which every client
 splits on)."""
 

@@ -1,4 +1,4 @@
-"""The stages of a run on AgentScope (DESIGN.md, the run lifecycle): the router decides how
+"""The agents of a run's stages on AgentScope (docs/architecture.md): the router decides how
 the turn is handled and with which tools, the worker answers with a structured output
 (``AgentOutput``), and the memory stage keeps what the user's later runs should know."""
 
@@ -52,7 +52,7 @@ _ROUTE_DECISION_SCHEMA = RouteDecision.model_json_schema()
 
 T = TypeVar("T")
 # Backend tools run without asking: without a permission AgentScope stops the reply to ask
-# the user (DESIGN.md).
+# the user (an AgentScope 2 default).
 _ALLOWED = PermissionDecision(behavior=PermissionBehavior.ALLOW, message="backend tool")
 
 

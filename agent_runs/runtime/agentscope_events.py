@@ -1,7 +1,7 @@
 """AgentScope events to AG-UI events: one pure mapping with per-run state.
 
-spec/sse-events-and-usage.md, section 3. AgentScope's own AG-UI middleware is process-global
-and turns errors into RUN_FINISHED (DESIGN.md); this mapping keeps its state per run and
+docs/spec/sse-events-and-usage.md, section 3. AgentScope's own AG-UI middleware is process-global
+and turns errors into RUN_FINISHED; this mapping keeps its state per run and
 leaves the run's start and end to the caller, who knows whether the reply failed.
 """
 

@@ -1,20 +1,19 @@
 """Costs AgentScope 2.0 pays on every tool call, taken away without changing what it does.
 
-A profile of a one-tool-call run on the instant demo model (README, "Whole runs") found a
-quarter of the worker's CPU in these places:
+A profile of a one-tool-call run on the instant demo model (docs/benchmarks.md, "Whole
+runs") found much of the worker's CPU in these places:
 
 - ``Agent._execute_tool_call`` validates each tool input with ``jsonschema.validate``, which
-  first checks the *schema* against the JSON Schema meta-schema, every call (about 4 ms for
-  the structured output's schema). Here a validator is built, and its schema checked, once
+  first checks the *schema* against the JSON Schema meta-schema, on every call. Here a validator is built, and its schema checked, once
   per distinct schema; the input is validated exactly as before.
 - The structured-output tool deep-copies its JSON schema on every look at it, and the agent
-  looks about fifty times a run (each listing of the available tools wraps every tool
+  looks many times a run (each listing of the available tools wraps every tool
   anew). Here the copy is made once per tool, that is once per reply.
 - Each toolkit's meta tool (``ResetTools``) builds a pydantic model to describe the tool
-  groups whenever its schema is read (eight times a run). Here the schema is made once per
+  groups whenever its schema is read (several times a run). Here the schema is made once per
   set of groups: it depends on nothing else.
 - ``FunctionTool`` derives a function's input schema from its signature and docstring (a
-  pydantic model built each time, 1-2 ms) whenever it wraps one: every agent wraps its own
+  pydantic model built each time) whenever it wraps one: every agent wraps its own
   context-compression method, and a run's tools are closures made anew each run from the
   same code. Here the schema is derived once per function code and docstring.
 - The structured output of a model call (the router's) is checked like a tool input.

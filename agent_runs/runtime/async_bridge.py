@@ -30,7 +30,7 @@ def _run_until_done(
 ) -> bool:
     """Run the loop until ``task`` is done or ``timeout`` seconds pass; whether it is done.
     (``asyncio.wait`` with a timeout does the same with a future, a waiter and their
-    callbacks, about three times the cost, for every item of every reply.)"""
+    callbacks, at several times the cost, for every item of every reply.)"""
     waiting = True
 
     def stop(_: Any = None) -> None:

@@ -1,4 +1,4 @@
-"""Chat models by model id (DESIGN.md, "Model configuration"): ``demo``, the offline model,
+"""Chat models by model id (docs/configuration.md, "Models"): ``demo``, the offline model,
 or ``<provider>/<model>`` for DeepSeek, DashScope (Qwen) or any OpenAI-compatible endpoint.
 Keys and endpoints come from the environment."""
 
@@ -42,7 +42,7 @@ PROVIDERS = {
 
 @dataclass(frozen=True)
 class ModelCall:
-    """One LLM call's usage as reported (spec/sse-events-and-usage.md 5.2): ``usage`` holds
+    """One LLM call's usage as reported (docs/spec/sse-events-and-usage.md 5.2): ``usage`` holds
     the direct fields AgentScope parsed, ``metadata`` the provider's raw usage object, which
     keeps what AgentScope drops (total, cache-miss and reasoning tokens, cost)."""
 

@@ -1,6 +1,6 @@
 """Stopping the run a worker is executing, from another thread, without killing a process.
 
-The worker runs its jobs in its own process (agent_runs/worker.py), so cancel cannot kill a
+The worker runs its jobs in its own process (agent_runs/runtime/worker.py), so cancel cannot kill a
 work-horse. Instead RQ's command listener thread asks for a stop here; the asyncio task the
 job is waiting on (a model call, a tool) is cancelled at once, and the job's synchronous
 parts check between steps. Either way the job ends with ``RunStopped``, which unwinds it

@@ -14,7 +14,7 @@ class SuggestedAction(BaseModel):
 
 
 class AgentOutput(BaseModel):
-    """The worker's structured final output (spec/sse-events-and-usage.md, TEXT_MESSAGE_END).
+    """The worker's structured final output (docs/spec/sse-events-and-usage.md, TEXT_MESSAGE_END).
     The model fills it by calling AgentScope's structured-output tool; ``ui_hints`` are
     free-form here and compiled to ``ui_schema`` by ``agent_runs.ui_schema``, which drops what
     it cannot use."""

@@ -1,5 +1,5 @@
 """The three stages of a run on the worker: each emits its STEP_STARTED/STEP_FINISHED and its
-events, and stores what it produced (spec/sse-events-and-usage.md, sections 3 and 8).
+events, and stores what it produced (docs/spec/sse-events-and-usage.md, sections 3 and 8).
 
 Only the worker imports this module (it imports AgentScope through the pipeline).
 """

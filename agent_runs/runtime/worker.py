@@ -1,13 +1,13 @@
 """The RQ worker for runs: it runs each job in its own process, without forking.
 
-A fork per job (RQ's default) cost about 100 ms of a run on this machine: the fork, the
+A fork per job (RQ's default) is costly (docs/benchmarks.md, "Whole runs"): the fork, the
 work-horse's bookkeeping, a new database connection, and caches that died with each horse.
 This worker keeps its connections and caches from one job to the next, and answers one prompt
 with the demo model when it starts, so the first run does not pay AgentScope's lazy set-up.
 
 What the work-horse gave, it gives in-process:
 - **cancel**: RQ's stop-job command reaches ``kill_horse``, which asks the running job to stop
-  (agent_runs/job_stop.py); the model call in flight is cancelled at once.
+  (agent_runs/runtime/job_stop.py); the model call in flight is cancelled at once.
 - **job timeout**: RQ's death penalty (SIGALRM) works the same in the worker's main thread.
 - **liveness**: a thread beats the job's heartbeat while it runs (a forking worker's parent
   did that), in Redis for RQ and in PostgreSQL for the sweeper (``runs_recover``), which

@@ -17,7 +17,7 @@ def context_messages_for(
     token_budget: int,
 ) -> dict[Visibility, list[tuple[str, str]]]:
     """The thread's earlier messages that each consumer (a stage of the run) may see
-    (spec/sse-events-and-usage.md, section 8: its bit of ``visibility_mask``), as (role,
+    (docs/spec/sse-events-and-usage.md, section 8: its bit of ``visibility_mask``), as (role,
     content) oldest first: the newest that fit in ``token_budget`` (about four characters a
     token). One query for all the consumers. A tool result becomes an assistant note naming
     the tool, since a model's context takes tool results only right after its own calls."""

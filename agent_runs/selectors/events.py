@@ -30,7 +30,7 @@ def event_stream_start(
     after_id: int | None,
     run_id: str | None = None,
 ) -> EventStreamStart:
-    """Where the caller's stream of a thread starts (spec/sse-events-and-usage.md, section 2):
+    """Where the caller's stream of a thread starts (docs/spec/sse-events-and-usage.md, section 2):
     after ``Last-Event-ID``, or without a cursor at the chosen run's ``RUN_STARTED`` (the
     latest run's unless ``run_id`` names one), waiting for it while the run is queued: a
     stream never starts mid-run. A thread that is not the caller's, or a run it does not

@@ -27,7 +27,7 @@ logger = logging.getLogger(__name__)
 
 RUN_CANCELLED_CODE = "cancelled"
 RUN_CANCELLED_MESSAGE = "run cancelled"
-# spec/sse-events-and-usage.md, RUN_ERROR: what clients see; the cause stays in Run.error.
+# docs/spec/sse-events-and-usage.md, RUN_ERROR: what clients see; the cause stays in Run.error.
 RUN_ERROR_MESSAGE = "runtime execution failed"
 _MAX_ERROR_CHARS = 10_000
 _ACTIVE = (Run.Status.QUEUED, Run.Status.RUNNING)

@@ -85,7 +85,7 @@ def run_stage_messages_store(
     """A stage's tool results (kept for the stages' context, never shown in the history) and
     its answer, in one transaction, while the run is still running under the job's claim: a
     run cancelled meanwhile, or a job that lost its claim, keeps nothing
-    (``RunNoLongerRunning``). spec/chat-messages-and-attachments.md, Message Metadata."""
+    (``RunNoLongerRunning``). docs/spec/chat-messages-and-attachments.md, Message Metadata."""
     # One statement locks both rows: the run (against a cancel) and its thread (for seq).
     thread = (
         Thread.objects.select_for_update()

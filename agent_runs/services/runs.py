@@ -24,7 +24,7 @@ logger = logging.getLogger(__name__)
 def run_create(*, user: AbstractBaseUser, run_input: RunAgentInput) -> Run:
     """Store the thread (if new), the user message and the queued run; enqueue on commit.
 
-    spec/run-agent-input.md, Response. Idempotent per (threadId, runId): the same body
+    docs/spec/run-agent-input.md, Response. Idempotent per (threadId, runId): the same body
     returns the existing run, a different body raises ``RunIdConflict``. Images are named by
     their storage place in the stored snapshot (never by a signed URL, a credential), so a
     retry with a fresh URL for the same image is the same body.
@@ -91,7 +91,7 @@ def _run_create(
 def _binary_blocks_resolve(*, user: AbstractBaseUser, snapshot: dict[str, Any]) -> list[Attachment]:
     """Turn each image's signed URL in the snapshot's user message into its storage place
     (``bucket``, ``path``, the sniffed ``mimeType``), and give the attachments, in order
-    (spec/run-agent-input.md, Compatibility Notes). A URL that is not a valid, unexpired
+    (docs/spec/run-agent-input.md, Compatibility Notes). A URL that is not a valid, unexpired
     signed URL of an object of the caller's is an ``AttachmentUrlInvalid`` (422), before
     anything is stored."""
     content = snapshot["messages"][0].get("content")

@@ -170,7 +170,7 @@ def test_context_keeps_the_newest_turns_that_fit_the_budget(alice, redis_queue):
 
 
 def test_each_stage_reads_only_the_messages_its_visibility_bit_allows(alice, redis_queue):
-    # spec/sse-events-and-usage.md, section 8; the router's and the worker's context are
+    # docs/spec/sse-events-and-usage.md, section 8; the router's and the worker's context are
     # read in one query, and each keeps its own.
     from django.contrib.auth import get_user_model
 

@@ -1,4 +1,4 @@
-"""Validation of ``POST /api/v1/agent/runs`` (spec/run-agent-input.md, Validation Rules,
+"""Validation of ``POST /api/v1/agent/runs`` (docs/spec/run-agent-input.md, Validation Rules,
 forwardedProps.client_time Validation, forwardedProps Schema, Compatibility Notes).
 
 Every rejected request must answer ``{"detail": "<spec message>"}`` and write nothing: no

@@ -1,4 +1,4 @@
-"""Runs with images (spec/run-agent-input.md, BinaryContentBlock; spec/chat-messages-and-
+"""Runs with images (docs/spec/run-agent-input.md, BinaryContentBlock; spec/chat-messages-and-
 attachments.md, User Message Attachments): upload, run with the signed URL, the stored
 metadata, a fresh signed URL, and the image in the model's request at the provider."""
 

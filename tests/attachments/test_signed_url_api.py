@@ -1,4 +1,4 @@
-"""GET /api/v1/agent/attachments/signed-url (spec/chat-messages-and-attachments.md, Flow
+"""GET /api/v1/agent/attachments/signed-url (docs/spec/chat-messages-and-attachments.md, Flow
 step 6) and GET /storage/v1/object/sign/{bucket}/{path}?token=… (the signed URL itself)."""
 
 from datetime import timedelta

@@ -1,4 +1,4 @@
-"""POST /api/v1/agent/attachments (spec/chat-messages-and-attachments.md, Flow step 1)."""
+"""POST /api/v1/agent/attachments (docs/spec/chat-messages-and-attachments.md, Flow step 1)."""
 
 import uuid
 from pathlib import Path

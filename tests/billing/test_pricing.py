@@ -1,4 +1,4 @@
-"""The cost rules of spec/sse-events-and-usage.md 5.2-5.6, without a database. Every
+"""The cost rules of docs/spec/sse-events-and-usage.md 5.2-5.6, without a database. Every
 expectation is computed by hand in the comment above it."""
 
 from decimal import Decimal

@@ -1,5 +1,5 @@
 """Runs through a real worker against the loopback provider end with their model calls
-recorded and priced (spec/sse-events-and-usage.md, 3.4 and 5), failed runs included."""
+recorded and priced (docs/spec/sse-events-and-usage.md, 3.4 and 5), failed runs included."""
 
 from decimal import Decimal
 

@@ -1,5 +1,5 @@
 """AG-UI's error shape: ``{"detail": "<message>"}`` with the spec's messages
-(spec/run-agent-input.md). API views get it from the project's default handler
+(docs/spec/run-agent-input.md). API views get it from the project's default handler
 (config/exceptions.py); the event stream, served outside DRF, renders it here."""
 
 from typing import Any

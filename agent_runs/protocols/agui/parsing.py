@@ -1,6 +1,6 @@
 """The AG-UI edge's parsing of ``RunAgentInput``: the spec's validation rules, in order.
 
-spec/run-agent-input.md: Validation Rules, forwardedProps, Compatibility Notes.
+docs/spec/run-agent-input.md: Validation Rules, forwardedProps, Compatibility Notes.
 """
 
 import re
@@ -25,7 +25,7 @@ _FORWARDED_PROPS_KEYS = {"runtime_mode", "client_time"}
 
 
 def parse_run_agent_input(raw: Any) -> RunAgentInput:
-    """Validate a decoded request body (spec/run-agent-input.md, Validation Rules).
+    """Validate a decoded request body (docs/spec/run-agent-input.md, Validation Rules).
 
     The rules run in the order of the spec's table, so each message is exactly the spec's;
     anything the table does not cover (a wrong type, a missing field) is reported as

@@ -1,4 +1,4 @@
-"""AG-UI response shapes of the run API (spec/run-agent-input.md, Response)."""
+"""AG-UI response shapes of the run API (docs/spec/run-agent-input.md, Response)."""
 
 from typing import Any
 

@@ -1,6 +1,6 @@
 """``GET /api/v1/agent/runs/{thread_id}/events``: a thread's AG-UI events as SSE, resumable.
 
-spec/sse-events-and-usage.md, section 2. A Channels consumer rather than a Django view:
+docs/spec/sse-events-and-usage.md, section 2. A Channels consumer rather than a Django view:
 Django's ASGI handler gives every request a thread of its own for its synchronous parts and
 keeps it until the response ends, and a stream stays open for minutes. Here a stream holds no
 thread: its few database reads run on the shared executor and give their connection back at

@@ -1,6 +1,6 @@
 """Built-in calendar tools over ``CalendarEvent``, owned by the run's user.
 
-Event times follow spec/run-agent-input.md, "时间来源优先级": the tool's explicit
+Event times follow docs/spec/run-agent-input.md, "时间来源优先级": the tool's explicit
 ``event_timezone``, then ``forwardedProps.client_time.device_timezone``, then the user's profile
 timezone, then UTC; never the server's local zone. Relative times ("tomorrow 09:00") are read
 against ``client_time.client_now_iso`` when the client sent it, counting days in the event's

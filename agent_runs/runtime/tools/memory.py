@@ -1,6 +1,6 @@
 """The memory stage's tools: remember or forget one thing about the run's user.
 
-Results are compact facts (ids, status, counts), as spec/sse-events-and-usage.md asks."""
+Results are compact facts (ids, status, counts), as docs/spec/sse-events-and-usage.md asks."""
 
 from collections.abc import Callable
 from typing import Any

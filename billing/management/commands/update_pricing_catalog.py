@@ -1,5 +1,5 @@
 """Update the pricing catalog from LiteLLM's bundled catalog (offline) or from a JSON/YAML
-file (format: billing/catalog.py and README, "Pricing catalog file")."""
+file (format: billing/catalog.py and docs/billing.md, "Pricing catalog file")."""
 
 from pathlib import Path
 from typing import Any

@@ -210,7 +210,7 @@ def test_a_failing_memory_stage_leaves_the_delivered_answer_standing(alice, redi
 
 def test_every_model_call_keeps_the_providers_raw_usage(settings):
     """The usage AgentScope parses drops fields the billing needs; the tracking model keeps
-    the provider's raw usage beside it (spec/sse-events-and-usage.md 5.2)."""
+    the provider's raw usage beside it (docs/spec/sse-events-and-usage.md 5.2)."""
     raw = {
         "prompt_tokens": 120,
         "completion_tokens": 30,
