@@ -102,8 +102,9 @@ def signed_url_create(
 
 
 def parse_signed_url(url: str) -> ObjectRef:
-    """``{bucket, path}`` of a Supabase-shaped signed URL (docs/spec/chat-messages-and-attachments.md,
-    Signed URL Format): ``bucket`` is the path segment after ``/sign/``, ``path`` the rest.
+    """``{bucket, path}`` of a Supabase-shaped signed URL
+    (docs/spec/chat-messages-and-attachments.md, Signed URL Format): ``bucket`` is the path
+    segment after ``/sign/``, ``path`` the rest.
 
     Any host is accepted (this service's or a Supabase project's); the URL must be absolute
     http(s), carry exactly one ``token`` and name a safe bucket and path. The token is not

@@ -3,10 +3,11 @@
 Django's own ``ASGIHandler`` runs the middleware chain in async mode: every middleware here
 is a synchronous one that Django adapts, so each of its methods is a hop to a thread and
 back, and the request signals are hops of their own; a run's POST made many such hops,
-costlier than the view itself (docs/benchmarks.md, "Runs API"). This handler loads the chain in synchronous mode, as a WSGI server would run
-it, and calls it once per request on a thread pool of its own: the request signals, the
-middleware, the view and, for an ordinary response, its closing, all in the same thread, so
-the database connection the request used goes back to the pool in the thread that took it.
+costlier than the view itself (docs/benchmarks.md, "Runs API"). This handler loads the chain
+in synchronous mode, as a WSGI server would run it, and calls it once per request on a
+thread pool of its own: the request signals, the middleware, the view and, for an ordinary
+response, its closing, all in the same thread, so the database connection the request used
+goes back to the pool in the thread that took it.
 The pool is sized as Python sizes its default one (the cores plus four, at most 32): more
 threads only contend for the interpreter, which costs throughput. The event streams' short
 reads keep the loop's default executor, so a burst of slow requests cannot hold them up;

@@ -1,4 +1,5 @@
-"""Settings, read from the environment (every variable is listed in docs/configuration.md, which a test keeps complete)."""
+"""Settings, read from the environment (every variable is listed in docs/configuration.md,
+which a test keeps complete)."""
 
 import sys
 from pathlib import Path

@@ -1,5 +1,5 @@
-"""Stored messages as history messages (docs/spec/run-agent-input.md, HistoryMessage). Pure: it reads
-the rows it is given; signing an attachment URL is a computation with the settings' key.
+"""Stored messages as history messages (docs/spec/run-agent-input.md, HistoryMessage). Pure:
+it reads the rows it is given; signing an attachment URL is a computation with the settings' key.
 """
 
 import uuid

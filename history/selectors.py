@@ -1,7 +1,7 @@
 """Reads of the history API: which thread, which day, which messages.
 
-docs/spec/run-agent-input.md, History API; docs/spec/sse-events-and-usage.md, section 8 (only messages
-visible to ``ui.history``). A day is the user's day: midnight to midnight in the profile's
+docs/spec/run-agent-input.md, History API; docs/spec/sse-events-and-usage.md, section 8 (only
+messages visible to ``ui.history``). A day is the user's day: midnight to midnight in the profile's
 timezone (``UserProfile.settings["timezone"]``, UTC when unset or not an IANA zone).
 
 Every message read is a range of the ``(thread, created_at)`` index: the latest visible

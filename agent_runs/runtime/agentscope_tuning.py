@@ -4,8 +4,9 @@ A profile of a one-tool-call run on the instant demo model (docs/benchmarks.md, 
 runs") found much of the worker's CPU in these places:
 
 - ``Agent._execute_tool_call`` validates each tool input with ``jsonschema.validate``, which
-  first checks the *schema* against the JSON Schema meta-schema, on every call. Here a validator is built, and its schema checked, once
-  per distinct schema; the input is validated exactly as before.
+  first checks the *schema* against the JSON Schema meta-schema, on every call. Here a
+  validator is built, and its schema checked, once per distinct schema; the input is
+  validated exactly as before.
 - The structured-output tool deep-copies its JSON schema on every look at it, and the agent
   looks many times a run (each listing of the available tools wraps every tool
   anew). Here the copy is made once per tool, that is once per reply.

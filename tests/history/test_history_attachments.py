@@ -1,5 +1,6 @@
 """History user messages: stored attachments come back with freshly signed URLs, and the stored
-``metadata.user_message_attachments`` passes through (docs/spec/chat-messages-and-attachments.md)."""
+``metadata.user_message_attachments`` passes through
+(docs/spec/chat-messages-and-attachments.md)."""
 
 from datetime import timedelta
 

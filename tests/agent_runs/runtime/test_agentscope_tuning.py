@@ -1,5 +1,6 @@
 """The AgentScope speed-ups change nothing AgentScope does: tool inputs are still validated,
-the structured output keeps its schema, the meta tool its groups (agent_runs/runtime/agentscope_tuning.py).
+the structured output keeps its schema, the meta tool its groups
+(agent_runs/runtime/agentscope_tuning.py).
 """
 
 from typing import Any

@@ -1,5 +1,6 @@
-"""Driving a reply's async generator from the job's synchronous code (agent_runs/runtime/async_bridge.py):
-items in order, the idle hook when the model pauses, and a stop that cancels what is awaited."""
+"""Driving a reply's async generator from the job's synchronous code
+(agent_runs/runtime/async_bridge.py): items in order, the idle hook when the model pauses,
+and a stop that cancels what is awaited."""
 
 import asyncio
 import threading
