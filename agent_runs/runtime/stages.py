@@ -122,7 +122,7 @@ class RunTurn:
             token_budget=settings.AGENT_CONTEXT_TOKEN_BUDGET,
         )
 
-    def drive(self, reply: Any, state: RunMappingState, usage_log: UsageLog) -> Msg | None:
+    def relay_reply(self, reply: Any, state: RunMappingState, usage_log: UsageLog) -> Msg | None:
         """Send a stage's AgentScope events as AG-UI events; its final message. Pending
         events and usage are written whenever the model pauses."""
 
@@ -190,7 +190,7 @@ def worker_stage(turn: RunTurn, decision: RouteDecision) -> AgentOutput:
         max_iters=settings.AGENT_WORKER_MAX_ITERS,
     )
     try:
-        final = turn.drive(reply, state, usage_log)
+        final = turn.relay_reply(reply, state, usage_log)
     finally:
         turn.record_usage(usage_log)
     if final is None:
@@ -273,7 +273,7 @@ def memory_stage(turn: RunTurn, output: AgentOutput) -> None:
         max_iters=_MEMORY_MAX_ITERS,
     )
     try:
-        turn.drive(reply, state, usage_log)
+        turn.relay_reply(reply, state, usage_log)
     except (JobTimeoutException, RunNoLongerRunning):
         raise
     except Exception:
