@@ -379,3 +379,150 @@ def test_it_rejects_a_request_with_a_wrong_bearer_token(alice_token, redis_queue
     assert response.status_code == 401, response.content
     assert "detail" in response.json()
     assert_nothing_written(redis_queue)
+
+
+# What JSON, Python or PostgreSQL cannot carry ---------------------------------------------
+# Each was a 500 before; now a 4xx that names the problem and writes nothing.
+
+
+def test_it_rejects_a_nul_character_in_a_string_with_422_naming_its_place(alice, redis_queue):
+    body = run_input(messages=[user_message("before\u0000after")])
+    response = post_raw(alice, json.dumps(body).encode())
+    assert_rejected(
+        response,
+        422,
+        "invalid RunAgentInput.messages[0].content: strings must not contain NUL (\\u0000)",
+        redis_queue,
+    )
+
+
+def test_it_rejects_a_nul_character_in_a_key_of_client_data(alice, redis_queue):
+    body = run_input(state={"ok": [{"bad\u0000key": 1}]})
+    response = post_raw(alice, json.dumps(body).encode())
+    assert_rejected(
+        response,
+        422,
+        "invalid RunAgentInput.state.ok[0]: keys must not contain NUL (\\u0000)",
+        redis_queue,
+    )
+
+
+@pytest.mark.parametrize(
+    "escaped",
+    [
+        pytest.param("\\ud800", id="high"),
+        pytest.param("\\udfff", id="low"),
+        pytest.param("x\\ude00\\ud83d", id="reversed-pair"),
+    ],
+)
+def test_it_rejects_a_lone_surrogate_in_a_string_with_422(alice, redis_queue, escaped):
+    raw = json.dumps(run_input(runId="RUN")).replace('"RUN"', f'"{escaped}"').encode()
+    response = post_raw(alice, raw)
+    assert_rejected(
+        response,
+        422,
+        "invalid RunAgentInput.runId: strings must not contain lone surrogates (\\ud800-\\udfff)",
+        redis_queue,
+    )
+
+
+def test_it_rejects_a_lone_surrogate_sent_as_raw_utf8_bytes(alice, redis_queue):
+    raw = json.dumps(run_input(state={"s": "RAW"})).encode().replace(b"RAW", b"\xed\xa0\x80")
+    response = post_raw(alice, raw)
+    assert response.status_code in (400, 422), response.content
+    assert isinstance(response.json()["detail"], str)
+    assert_nothing_written(redis_queue)
+
+
+def test_it_accepts_a_surrogate_pair_escape_as_the_character_it_spells(alice, redis_queue):
+    raw = json.dumps(run_input(state={"emoji": "EMOJI"})).replace("EMOJI", "\\ud83d\\ude00")
+    run = assert_accepted(post_raw(alice, raw.encode()))
+    assert run.input["state"] == {"emoji": "\U0001f600"}
+
+
+def nested_list(depth: int) -> Any:
+    value: Any = []
+    for _ in range(depth - 1):
+        value = [value]
+    return value
+
+
+def test_it_rejects_state_nested_300_deep_with_422(alice, redis_queue):
+    response = post_raw(alice, json.dumps(run_input(state=nested_list(300))).encode())
+    assert_rejected(
+        response,
+        422,
+        "invalid RunAgentInput.state" + "[0]" * 63 + ": nested deeper than 64 levels",
+        redis_queue,
+    )
+
+
+def test_it_accepts_a_body_nested_exactly_64_deep(alice, redis_queue):
+    # The body object is level 1 and "state" level 2: 62 more lists inside it.
+    run = assert_accepted(post_raw(alice, json.dumps(run_input(state=nested_list(63))).encode()))
+    assert run.input["state"] == nested_list(63)
+
+
+def test_it_rejects_a_body_nested_65_deep(alice, redis_queue):
+    response = post_raw(alice, json.dumps(run_input(state=nested_list(64))).encode())
+    assert response.status_code == 422, response.content
+    assert response.json()["detail"].endswith(": nested deeper than 64 levels")
+    assert_nothing_written(redis_queue)
+
+
+@pytest.mark.parametrize("depth", [2_000, 100_000])
+def test_it_rejects_json_nested_thousands_deep_with_422(alice, redis_queue, depth):
+    raw = ('{"state": ' + "[" * depth + "]" * depth + "}").encode()
+    response = post_raw(alice, raw)
+    assert_rejected(
+        response, 422, "invalid RunAgentInput: nested deeper than 64 levels", redis_queue
+    )
+
+
+@pytest.mark.parametrize(
+    "place",
+    [
+        pytest.param("state", id="in-state"),
+        pytest.param("client_epoch_ms", id="in-client-time"),
+    ],
+)
+def test_it_rejects_a_5000_digit_integer_with_400(alice, redis_queue, place):
+    body = with_client_time(client_epoch_ms="BIG") if place == "client_epoch_ms" else None
+    body = body or run_input(state={"n": "BIG"})
+    raw = json.dumps(body).replace('"BIG"', "9" * 5_000).encode()
+    response = post_raw(alice, raw)
+    assert_rejected(response, 400, "malformed JSON: an integer longer than 100 digits", redis_queue)
+
+
+def test_it_accepts_an_integer_of_100_digits_in_client_data(alice, redis_queue):
+    raw = json.dumps(run_input(state={"n": "BIG"})).replace('"BIG"', "-" + "9" * 100)
+    run = assert_accepted(post_raw(alice, raw.encode()))
+    assert run.input["state"] == {"n": -int("9" * 100)}
+
+
+@pytest.mark.parametrize(
+    ("number", "detail"),
+    [
+        pytest.param("NaN", "malformed JSON: NaN is not a JSON value", id="nan"),
+        pytest.param("Infinity", "malformed JSON: Infinity is not a JSON value", id="inf"),
+        pytest.param("-Infinity", "malformed JSON: -Infinity is not a JSON value", id="-inf"),
+        pytest.param("1e400", "malformed JSON: a number out of range (1e400)", id="overflow"),
+    ],
+)
+def test_it_rejects_numbers_json_cannot_carry_with_400(alice, redis_queue, number, detail):
+    raw = json.dumps(run_input(state={"n": "NUMBER"})).replace('"NUMBER"', number).encode()
+    assert_rejected(post_raw(alice, raw), 400, detail, redis_queue)
+
+
+def test_it_rejects_a_parent_run_id_longer_than_a_run_id_with_422(alice, redis_queue):
+    response = post_run(alice, run_input(parentRunId="p" * 129))
+    assert_rejected(
+        response, 422, "invalid RunAgentInput.parentRunId: exceeds length limit", redis_queue
+    )
+
+
+def test_the_spec_rules_come_before_what_postgresql_cannot_store(alice, redis_queue):
+    # The spec's table is checked first, so its answers are the same as before.
+    body = run_input(threadId="thread-1", state={"s": "nul\u0000", "deep": nested_list(100)})
+    response = post_raw(alice, json.dumps(body).encode())
+    assert_rejected(response, 422, "threadId must be a valid UUID", redis_queue)

@@ -1,4 +1,3 @@
-import json
 import uuid
 from typing import cast
 
@@ -14,7 +13,12 @@ from rest_framework.views import APIView
 
 from agent_runs.authentication import stream_token_issue
 from agent_runs.errors import RunPayloadTooLarge
-from agent_runs.protocols.agui.parsing import MAX_PAYLOAD_BYTES, parse_run_agent_input
+from agent_runs.protocols.agui.parsing import (
+    MAX_PAYLOAD_BYTES,
+    MalformedJson,
+    decode_json_body,
+    parse_run_agent_input,
+)
 from agent_runs.protocols.agui.schemas import task_accepted_response
 from agent_runs.run_input import parse_uuid
 from agent_runs.selectors.runs import run_get_for_user, thread_get_for_user
@@ -28,8 +32,8 @@ class RunCreateApi(APIView):
     def post(self, request: Request) -> Response:
         body = _read_body(request)
         try:
-            raw = json.loads(body)
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raw = decode_json_body(body)
+        except MalformedJson as exc:
             raise ParseError(f"malformed JSON: {exc}") from None
         run_input = parse_run_agent_input(raw)
         # IsAuthenticated has already refused anonymous callers.

@@ -1,5 +1,6 @@
 """The SSE event stream over real HTTP against daphne, with runs through a real worker."""
 
+import json
 import threading
 import time
 from typing import Any
@@ -240,3 +241,85 @@ def test_a_followed_stream_stays_open_for_the_threads_next_run(
     runs = [frame["data"]["runId"] for frame in received["stream"].events]
     assert runs[0] == first["runId"] and runs[-1] == "run-next"
     assert runs == sorted(runs, key=lambda run_id: run_id == "run-next")  # first, then next
+
+
+CURSOR_INVALID = b'{"detail": "Last-Event-ID must be an event id"}'
+
+
+@pytest.mark.parametrize(
+    "cursor",
+    [
+        pytest.param("\u00b2", id="superscript-two"),
+        pytest.param("\u00b9", id="superscript-one"),
+        pytest.param("1" * 5_000, id="5000-digits"),
+        pytest.param("9223372036854775808", id="over-bigint"),
+        pytest.param("-1", id="negative"),
+        pytest.param("1e3", id="exponent"),
+    ],
+)
+def test_a_cursor_that_is_not_an_event_id_is_a_400(alice, alice_token, daphne_port, cursor):
+    body = run_input()
+    post_run(alice, body)
+    by_header = read_sse(
+        daphne_port, body["threadId"], token=alice_token, headers={"Last-Event-ID": cursor}
+    )
+    by_query = read_sse(
+        daphne_port, body["threadId"], token=alice_token, query={"lastEventId": cursor}
+    )
+    for stream in (by_header, by_query):
+        assert stream.status == 400, stream.body
+        assert stream.headers["Content-Type"] == "application/json"
+        assert stream.body == CURSOR_INVALID
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        pytest.param("\u00b2".encode(), id="utf8-superscript-two"),
+        pytest.param("\u0661\u0662".encode(), id="utf8-arabic-indic-digits"),
+        pytest.param("\U0001d7d9".encode(), id="utf8-math-digit-one"),
+        pytest.param(b"\xff\xfe1", id="not-utf8"),
+    ],
+)
+def test_a_cursor_header_outside_latin_1_is_a_400(alice, alice_token, daphne_port, raw):
+    body = run_input()
+    post_run(alice, body)
+    # http.client sends a bytes header value as it is.
+    headers: dict[str, Any] = {"Last-Event-ID": raw}
+    stream = read_sse(daphne_port, body["threadId"], token=alice_token, headers=headers)
+    assert stream.status == 400, stream.body
+    assert stream.body == CURSOR_INVALID
+
+
+@pytest.mark.parametrize(
+    ("raw", "server_body"),
+    [
+        # "Å" in UTF-8 is b"\xc3\x85": daphne refuses \x85 (and \x0b \x0c \x1c-\x1e) in any
+        # header value (RFC 9110 §5.5) with an HTML page.
+        pytest.param("\u00c5".encode(), b"Invalid header value", id="daphne"),
+        # Twisted refuses NUL with an empty body.
+        pytest.param(b"1\x00", b"", id="twisted"),
+    ],
+)
+def test_a_cursor_header_byte_the_server_refuses_is_its_own_400(
+    alice, alice_token, daphne_port, raw, server_body
+):
+    # Answered by the HTTP server before the application sees the request: a 400, not JSON.
+    body = run_input()
+    post_run(alice, body)
+    headers: dict[str, Any] = {"Last-Event-ID": raw}
+    stream = read_sse(daphne_port, body["threadId"], token=alice_token, headers=headers)
+    assert stream.status == 400 and server_body in stream.body
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="known bug: stream.py passes a runId query holding NUL to PostgreSQL (a 500); "
+    "only agent_runs/protocols/agui/stream.py can refuse it",
+)
+def test_a_run_id_query_with_a_nul_is_not_a_500(alice, alice_token, daphne_port):
+    body = run_input()
+    post_run(alice, body)
+    stream = read_sse(daphne_port, body["threadId"], token=alice_token, query={"runId": "\x00"})
+    assert 400 <= stream.status < 500, stream.body
+    assert isinstance(json.loads(stream.body)["detail"], str)
