@@ -17,11 +17,12 @@ from typing import Any
 from urllib.parse import parse_qs
 
 from channels.generic.http import AsyncHttpConsumer
+from django.http import Http404
 
 from agent_runs.events.follow import Event, db_call, thread_events
 from agent_runs.events.sse import KEEP_ALIVE_FRAME, retry_frame, sse_frame
 from agent_runs.protocols.agui.errors import NOT_AUTHENTICATED, error_parts
-from agent_runs.protocols.agui.parsing import parse_event_cursor
+from agent_runs.protocols.agui.parsing import MAX_RUN_ID_LENGTH, parse_event_cursor
 from agent_runs.selectors.events import event_stream_start
 
 logger = logging.getLogger(__name__)
@@ -60,7 +61,7 @@ class EventStreamConsumer(AsyncHttpConsumer):
                 user=self.scope["user"],
                 thread_id=thread_id,
                 after_id=after_id,
-                run_id=query.get("runId") or None,
+                run_id=_run_id(query.get("runId")),
             )
         except Exception as exc:
             await self._error(*error_parts(exc))
@@ -116,3 +117,12 @@ class EventStreamConsumer(AsyncHttpConsumer):
             json.dumps(body).encode(),
             headers=[(b"content-type", b"application/json"), *headers],
         )
+
+
+def _run_id(value: str | None) -> str | None:
+    """The run a stream names (``runId``); one no run can have is a 404."""
+    if not value:
+        return None
+    if "\x00" in value or len(value) > MAX_RUN_ID_LENGTH:
+        raise Http404
+    return value

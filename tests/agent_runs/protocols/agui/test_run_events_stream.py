@@ -312,11 +312,6 @@ def test_a_cursor_header_byte_the_server_refuses_is_its_own_400(
     assert stream.status == 400 and server_body in stream.body
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known bug: stream.py passes a runId query holding NUL to PostgreSQL (a 500); "
-    "only agent_runs/protocols/agui/stream.py can refuse it",
-)
 def test_a_run_id_query_with_a_nul_is_not_a_500(alice, alice_token, daphne_port):
     body = run_input()
     post_run(alice, body)
