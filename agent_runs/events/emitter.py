@@ -165,10 +165,10 @@ def _insert_events(
     """
     if db_connection.vendor != "postgresql":
         return _insert_events_portable(run, first_seq, payloads, claim_token)
-    rows = ", ".join(["(%s::uuid, %s::bigint, %s::integer, %s, %s::jsonb)"] * len(payloads))
-    params: list[Any] = []
+    rows = ", ".join(["(%s::integer, %s, %s::jsonb)"] * len(payloads))
+    params: list[Any] = [run.thread_id, run.pk]
     for offset, (payload, document) in enumerate(zip(payloads, documents, strict=True)):
-        params += (str(run.thread_id), run.pk, first_seq + offset, payload["type"], document)
+        params += (first_seq + offset, payload["type"], document)
     fence = ""
     if claim_token is not None:
         fence = (
@@ -179,8 +179,8 @@ def _insert_events(
     sql = (
         f"INSERT INTO {RunEvent._meta.db_table} "
         "(thread_id, run_id, seq, type, payload, created_at) "
-        f"SELECT v.thread_id, v.run_id, v.seq, v.type, v.payload, now() "
-        f"FROM (VALUES {rows}) AS v(thread_id, run_id, seq, type, payload) {fence} "
+        "SELECT %s, %s, v.seq, v.type, v.payload, now() "
+        f"FROM (VALUES {rows}) AS v(seq, type, payload) {fence} "
         "RETURNING id"
     )
     with db_connection.cursor() as cursor:
