@@ -3,18 +3,19 @@ admin session, and short-lived signed stream tokens for browser ``EventSource``.
 
 import uuid
 from datetime import timedelta
+from functools import partial
 from http.cookies import SimpleCookie
 from importlib import import_module
 from types import SimpleNamespace
 from typing import Any
 from urllib.parse import parse_qs
 
-from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.contrib.auth import get_user, get_user_model
+from django.contrib.auth.models import AnonymousUser
 from django.core import signing
-from django.db import connection as db_connection
 from django.utils import timezone
+from django.utils.functional import SimpleLazyObject
 from rest_framework import authentication, exceptions
 from rest_framework.request import Request
 
@@ -76,21 +77,21 @@ def bearer_key(authorization: str) -> str | None:
 class ScopeAuthMiddleware:
     """Channels middleware: ``scope["user"]`` for streaming endpoints (SSE, WebSocket), from
     a bearer token, a stream token for the routed thread (``?token=``), or the admin
-    session, in that order; ``None`` when none holds. One trip to the executor."""
+    session, in that order; ``AnonymousUser`` when none holds. It is resolved lazily, on
+    first use, in synchronous code: a consumer reads it in the same trip to the executor as
+    its own first query (a stream opens with one)."""
 
     def __init__(self, inner: Any) -> None:
         self.inner = inner
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> Any:
-        user = await sync_to_async(_scope_user, thread_sensitive=False)(scope)
-        return await self.inner({**scope, "user": user}, receive, send)
+        scope = dict(scope)
+        scope["user"] = SimpleLazyObject(partial(_scope_user_or_anonymous, scope))
+        return await self.inner(scope, receive, send)
 
 
-def _scope_user(scope: dict[str, Any]) -> Any | None:
-    try:
-        return scope_user(scope)
-    finally:
-        db_connection.close()  # a stream lives for minutes: give the connection back
+def _scope_user_or_anonymous(scope: dict[str, Any]) -> Any:
+    return scope_user(scope) or AnonymousUser()
 
 
 def scope_user(scope: dict[str, Any]) -> Any | None:

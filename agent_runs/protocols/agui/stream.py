@@ -23,7 +23,7 @@ from agent_runs.events.follow import Event, db_call, thread_events
 from agent_runs.events.sse import KEEP_ALIVE_FRAME, retry_frame, sse_frame
 from agent_runs.protocols.agui.errors import NOT_AUTHENTICATED, error_parts
 from agent_runs.protocols.agui.parsing import MAX_RUN_ID_LENGTH, parse_event_cursor
-from agent_runs.selectors.events import event_stream_start
+from agent_runs.selectors.events import EventStreamStart, event_stream_start
 
 logger = logging.getLogger(__name__)
 
@@ -45,9 +45,6 @@ class EventStreamConsumer(AsyncHttpConsumer):
             method = self.scope["method"]
             await self._error(405, {"detail": f'Method "{method}" not allowed.'}, [])
             return
-        if self.scope.get("user") is None:
-            await self._error(*NOT_AUTHENTICATED)
-            return
         query = {key: values[-1] for key, values in parse_qs(self._query_string()).items()}
         headers = {name.lower(): value for name, value in self.scope["headers"]}
         thread_id: uuid.UUID = self.scope["url_route"]["kwargs"]["thread_id"]
@@ -56,8 +53,10 @@ class EventStreamConsumer(AsyncHttpConsumer):
             after_id = parse_event_cursor(
                 header_cursor.decode("latin-1") if header_cursor else query.get("lastEventId")
             )
+            # Who asks, whether the thread is theirs and where the stream starts: one trip
+            # to the executor for all three.
             start = await db_call(
-                event_stream_start,
+                _stream_start,
                 user=self.scope["user"],
                 thread_id=thread_id,
                 after_id=after_id,
@@ -65,6 +64,9 @@ class EventStreamConsumer(AsyncHttpConsumer):
             )
         except Exception as exc:
             await self._error(*error_parts(exc))
+            return
+        if start is None:
+            await self._error(*NOT_AUTHENTICATED)
             return
         follow = query.get("follow", "").lower() in _TRUE
         await self._stream(thread_events(thread_id=thread_id, start=start, follow=follow))
@@ -126,3 +128,12 @@ def _run_id(value: str | None) -> str | None:
     if "\x00" in value or len(value) > MAX_RUN_ID_LENGTH:
         raise Http404
     return value
+
+
+def _stream_start(
+    *, user: Any, thread_id: uuid.UUID, after_id: int | None, run_id: str | None
+) -> EventStreamStart | None:
+    """Where the caller's stream starts; ``None`` for a caller who is not authenticated."""
+    if not user.is_authenticated:
+        return None
+    return event_stream_start(user=user, thread_id=thread_id, after_id=after_id, run_id=run_id)
