@@ -57,8 +57,3 @@ def runs_next_queued_of_idle_threads() -> list[Run]:
         .values("oldest")
     )
     return list(Run.objects.filter(pk__in=Subquery(oldest)).order_by("pk"))
-
-
-def run_next_queued(*, thread_id: uuid.UUID) -> Run | None:
-    """The thread's oldest queued run: the next one to start once none is running."""
-    return Run.objects.filter(thread_id=thread_id, status=Run.Status.QUEUED).order_by("pk").first()

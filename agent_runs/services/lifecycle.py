@@ -20,7 +20,7 @@ from django.utils import timezone
 
 from agent_runs.events.emitter import RunEventEmitter
 from agent_runs.models import Run, RunEvent, Thread
-from agent_runs.selectors.runs import run_next_queued, runs_next_queued_of_idle_threads
+from agent_runs.selectors.runs import runs_next_queued_of_idle_threads
 from agent_runs.services.queue import job_stop, run_enqueue_if_idle, runs_enqueue_if_idle
 
 logger = logging.getLogger(__name__)
@@ -138,11 +138,24 @@ def _run_journal_end(run: Run, *, code: str, message: str) -> None:
 
 def run_dispatch_next(*, thread_id: uuid.UUID) -> bool:
     """The thread's turn passes on: runs cancelled while queued whose turn it is get their
-    journal, and the oldest queued run's job is enqueued (it may have found it not its turn).
-    Returns whether a job was enqueued."""
-    _ended_unstarted_journals_write(thread_id=thread_id)
-    run = run_next_queued(thread_id=thread_id)
-    return run is not None and run_enqueue_if_idle(run=run)
+    journal, and the next queued run's job is enqueued (it may have found it not its turn).
+    One query when nothing waits. Returns whether a job was enqueued."""
+    head = _line_head(thread_id=thread_id)
+    if head is not None and head.status == Run.Status.CANCELLED:
+        _ended_unstarted_journals_write(thread_id=thread_id)
+        head = _line_head(thread_id=thread_id)
+    return head is not None and head.status == Run.Status.QUEUED and run_enqueue_if_idle(run=head)
+
+
+def _line_head(*, thread_id: uuid.UUID) -> Run | None:
+    """The first of the thread's runs still holding its place in line: running, queued, or
+    cancelled while queued with its journal not written yet."""
+    return (
+        Run.objects.filter(thread_id=thread_id)
+        .filter(Q(status__in=_ACTIVE) | _ENDED_UNSTARTED)
+        .order_by("pk")
+        .first()
+    )
 
 
 def _ended_unstarted_journals_write(*, thread_id: uuid.UUID) -> None:
@@ -153,12 +166,7 @@ def _ended_unstarted_journals_write(*, thread_id: uuid.UUID) -> None:
         with transaction.atomic():
             if not Thread.objects.select_for_update().filter(pk=thread_id).exists():
                 return
-            head = (
-                Run.objects.filter(thread_id=thread_id)
-                .filter(Q(status__in=_ACTIVE) | _ENDED_UNSTARTED)
-                .order_by("pk")
-                .first()
-            )
+            head = _line_head(thread_id=thread_id)
             if head is None or head.status in _ACTIVE:
                 return
             _run_journal_end(head, code=RUN_CANCELLED_CODE, message=RUN_CANCELLED_MESSAGE)
