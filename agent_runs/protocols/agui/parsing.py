@@ -239,7 +239,8 @@ def _check_forwarded_props(props: Any) -> None:
 def _binary_blocks(content: Any) -> list[dict[str, Any]]:
     if not isinstance(content, list):
         return []
-    return [block for block in content if _block_type(block) == "binary"]
+    # Decoded JSON: the blocks are dicts (or junk the model validation reports later).
+    return [block for block in content if isinstance(block, dict) and block.get("type") == "binary"]
 
 
 def _check_binary_blocks(content: Any) -> None:
@@ -255,14 +256,6 @@ def _check_binary_blocks(content: Any) -> None:
             raise RunInputInvalid("binary content data is not allowed")
     if len(binary_blocks) > MAX_ATTACHMENTS_PER_MESSAGE:
         raise RunInputInvalid("Too many attachments")
-
-
-def _block_type(block: Any) -> Any:
-    return _block_get(block, "type")
-
-
-def _block_get(block: Any, key: str) -> Any:
-    return block.get(key) if isinstance(block, dict) else getattr(block, key, None)
 
 
 def _is_rfc3339_with_offset(value: Any) -> bool:
