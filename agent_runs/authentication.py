@@ -85,7 +85,8 @@ class ScopeAuthMiddleware:
         self.inner = inner
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> Any:
-        scope = dict(scope)
+        # Set on the routed scope, not on a copy: Channels' URL router gives each connection
+        # a scope of its own, and a copy would be kept by every open stream.
         scope["user"] = SimpleLazyObject(partial(_scope_user_or_anonymous, scope))
         return await self.inner(scope, receive, send)
 
