@@ -4,7 +4,6 @@ admin session, and short-lived signed stream tokens for browser ``EventSource``.
 import uuid
 from datetime import timedelta
 from functools import partial
-from http.cookies import SimpleCookie
 from importlib import import_module
 from types import SimpleNamespace
 from typing import Any
@@ -14,6 +13,7 @@ from django.conf import settings
 from django.contrib.auth import get_user, get_user_model
 from django.contrib.auth.models import AnonymousUser
 from django.core import signing
+from django.http.cookie import parse_cookie
 from django.utils import timezone
 from django.utils.functional import SimpleLazyObject
 from rest_framework import authentication, exceptions
@@ -105,11 +105,12 @@ def scope_user(scope: dict[str, Any]) -> Any | None:
     thread_id = scope.get("url_route", {}).get("kwargs", {}).get("thread_id")
     if "token" in query:
         return _stream_token_user(query["token"][0], thread_id=thread_id)
-    cookies = SimpleCookie(headers.get(b"cookie", b"").decode("latin-1"))
-    session_cookie = cookies.get(settings.SESSION_COOKIE_NAME)
-    if session_cookie is None:
+    # Django's own lenient parser: a malformed Cookie header is no session, never an error.
+    cookies = parse_cookie(headers.get(b"cookie", b"").decode("latin-1"))
+    session_key = cookies.get(settings.SESSION_COOKIE_NAME)
+    if not session_key:
         return None
-    store = import_module(settings.SESSION_ENGINE).SessionStore(session_cookie.value)
+    store = import_module(settings.SESSION_ENGINE).SessionStore(session_key)
     user = get_user(SimpleNamespace(session=store))  # type: ignore[arg-type]  # reads .session
     return user if user.is_authenticated else None
 

@@ -207,6 +207,9 @@ def test_a_browser_with_an_admin_session_reads_its_own_stream(
 
     assert collapse(own.types) == EXPECTED_TYPES
     assert forged.status == 401
+    for malformed in ['sessionid="unclosed', "a b=c; ,;==; sessionid", "\x7f=\x7f; =;"]:
+        answer = read_sse(daphne_port, body["threadId"], headers={"Cookie": malformed})
+        assert answer.status == 401, (malformed, answer.body)  # no session, not a 500
 
 
 def test_a_followed_stream_stays_open_for_the_threads_next_run(
