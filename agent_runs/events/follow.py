@@ -78,8 +78,10 @@ async def thread_events(
         cursor = _Cursor(thread_id, start.after_id, start.run_id, follow, start.await_run_start)
         async for batch in _replay(cursor):
             yield batch
+            del batch  # a stream idles for minutes: it keeps nothing it has handed on
         async for batch in _live(subscription, cursor):
             yield batch
+            del batch
     finally:
         subscription.close()
 

@@ -101,6 +101,7 @@ class EventStreamConsumer(AsyncHttpConsumer):
             async for batch in batches:
                 frames = b"".join(sse_frame(e.id, e.payload) for e in batch) or KEEP_ALIVE_FRAME
                 await self.send_body(frames, more_body=True)  # one write per batch
+                del batch, frames  # not kept while the stream waits for the next
             await self.send_body(b"")
 
         async def disconnected() -> None:
