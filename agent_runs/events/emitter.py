@@ -3,15 +3,22 @@
 docs/spec/sse-events-and-usage.md, section 1: events are persisted, then published to Redis.
 """
 
+import asyncio
 import json
 import logging
+import threading
 import time
 import uuid
+import weakref
+from collections import deque
+from collections.abc import Callable
 from functools import cache
-from typing import Any
+from typing import Any, TypeVar
 
+import psycopg
 import redis
 from ag_ui.core import BaseEvent
+from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import InterfaceError, OperationalError, transaction
 from django.db import connection as db_connection
@@ -23,6 +30,7 @@ from agent_runs.events.codec import TERMINAL_TYPES, EventSequence, encode_event
 from agent_runs.models import Run, RunEvent
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 def stream_key(thread_id: uuid.UUID | str) -> str:
@@ -52,6 +60,16 @@ class RunEventEmitter:
     block, so nothing waits longer than the window for a client to see it.
     Each stream entry carries the id of the thread's previous event, so a reader can tell
     that Redis missed one (it was down, or flushed) and fetch it from PostgreSQL.
+
+    ``loop``: a job's emitter writes as it goes, from a task on the event loop its reply
+    runs on (with an asynchronous connection of that loop's, on PostgreSQL): while one
+    write is in flight the model's next chunks are read, and whatever came meanwhile goes
+    in the next write, so nothing waits for a window and a fast model's events take few
+    statements. (A thread would not do: the job's thread, busy with a fast model, keeps
+    the interpreter lock from it for hundreds of milliseconds.) Its terminal event is
+    written by the caller, on the caller's connection, once everything before it is (so it
+    can share the caller's transaction). A write that could not be made (the run is no
+    longer the job's, the database is gone) is raised by the next ``emit`` or ``flush``.
     """
 
     def __init__(
@@ -63,6 +81,7 @@ class RunEventEmitter:
         claim_token: uuid.UUID | None = None,
         batch_window: float = 0.005,
         max_batch: int = 500,
+        loop: asyncio.AbstractEventLoop | None = None,
     ) -> None:
         """``resume``: continue a run whose events were emitted elsewhere (a job that died),
         so only its ending is left to emit. ``previous_id``: the thread's last event id, when
@@ -88,10 +107,17 @@ class RunEventEmitter:
         # The window opens with the emitter: a run's RUN_STARTED goes out with the router's
         # STEP_STARTED, flushed before its model call a few milliseconds later, in one write.
         self._last_flush = time.monotonic()
+        self._loop = loop
+        self._handed: list[dict[str, Any]] = []  # for the loop's writing task, not taken yet
+        self._writing: asyncio.Task[None] | None = None
+        self._failure: BaseException | None = None
 
     def emit(self, event: BaseEvent) -> None:
         payload = encode_event(event)
         self.sequence.check(payload)
+        if self._loop is not None:
+            self._hand_on(self._loop, payload)
+            return
         self._pending.append(payload)
         if (
             payload["type"] in TERMINAL_TYPES
@@ -100,12 +126,83 @@ class RunEventEmitter:
         ):
             self.flush()
 
+    def _hand_on(self, loop: asyncio.AbstractEventLoop, payload: dict[str, Any]) -> None:
+        if self._failure is not None:
+            raise self._failure
+        if payload["type"] in TERMINAL_TYPES:
+            # Written here, after the rest: the caller may end the run in the same transaction.
+            self.flush()
+            self._pending = [payload]
+            self._write_pending()
+            return
+        self._handed.append(payload)
+        if self._writing is None or self._writing.done():
+            # Runs with the loop: now, when the job is in a reply; else once it drives the
+            # loop again (its next model call, or ``flush()``).
+            self._writing = loop.create_task(self._write_handed())
+
+    @property
+    def writing(self) -> bool:
+        """Whether a write is in flight (a reply lets the loop turn so it can finish)."""
+        return self._writing is not None and not self._writing.done()
+
+    async def _write_handed(self) -> None:
+        """Write what was handed on, a statement at a time, each with all that came while
+        the one before was in flight."""
+        while self._handed and self._failure is None:
+            batch = self._handed[: self.max_batch]
+            del self._handed[: self.max_batch]
+            try:
+                await self._write_async(batch)
+            except Exception as exc:  # raised to the job by its next emit or flush
+                self._failure = exc
+                self._handed.clear()
+
+    async def _write_async(self, batch: list[dict[str, Any]]) -> None:
+        documents = [json.dumps(payload, separators=(",", ":")) for payload in batch]
+        if db_connection.vendor == "postgresql":
+            ids = await _insert_events_async(self, batch, documents)
+        else:  # the quick start's SQLite: the ORM, on a thread (closed after)
+            ids = await sync_to_async(_closing, thread_sensitive=False)(
+                _insert_events, self.run, self.next_seq, batch, documents, self.claim_token
+            )
+        if not ids:
+            raise RunNoLongerRunning(self.run.pk)
+        self._published(ids, documents)
+
+    def defer(self, task: Callable[[], None]) -> None:
+        """Run ``task`` on the process's writer thread (a job's bookkeeping that need not
+        hold the model up); at once for an emitter that writes as it goes. ``flush()`` and
+        ``settle()`` wait for it."""
+        if self._loop is None:
+            task()
+        else:
+            background_writer().submit(task)
+
+    def settle(self) -> None:
+        """Finish what was handed on (whatever comes of it) and the deferred tasks."""
+        if self._loop is not None:
+            if self._writing is not None and not self._writing.done():
+                self._loop.run_until_complete(asyncio.shield(self._writing))
+            background_writer().drain()
+
     def flush(self) -> None:
         """Write the pending events now: one INSERT statement, and once it is committed one
         stream entry holding the whole batch (``ids``, ``prev``, ``seq`` and ``data``, a JSON
-        list).
+        list). An emitter that writes as it goes returns once everything handed on (and
+        every deferred task) is done. From synchronous code only.
         A connection the database cut is replaced and the write tried once more (the fence
         makes that safe); a job whose run is no longer its own raises ``RunNoLongerRunning``."""
+        if self._loop is not None:
+            if self._handed and (self._writing is None or self._writing.done()):
+                self._writing = self._loop.create_task(self._write_handed())
+            self.settle()
+            if self._failure is not None:
+                raise self._failure
+            return
+        self._write_pending()
+
+    def _write_pending(self) -> None:
         if not self._pending:
             return
         documents = [json.dumps(payload, separators=(",", ":")) for payload in self._pending]
@@ -117,6 +214,12 @@ class RunEventEmitter:
             logger.warning("run %s: writing events failed; reconnecting", self.run.pk)
             db_connection.close()
             ids = self._insert(documents)
+        self._published(ids, documents)
+        self._pending = []
+        self._last_flush = time.monotonic()
+
+    def _published(self, ids: list[int], documents: list[str]) -> None:
+        """Publish written events once committed: at once outside a transaction."""
         entry = {
             "ids": ",".join(map(str, ids)),
             "prev": self.previous_id,
@@ -126,9 +229,10 @@ class RunEventEmitter:
         self.previous_id = ids[-1]
         self.next_seq += len(ids)
         thread_id = self.run.thread_id
-        transaction.on_commit(lambda: _publish(thread_id, entry))
-        self._pending = []
-        self._last_flush = time.monotonic()
+        if db_connection.in_atomic_block:
+            transaction.on_commit(lambda: _publish(thread_id, entry))
+        else:
+            _publish(thread_id, entry)
 
     def _insert(self, documents: list[str]) -> list[int]:
         ids = _insert_events(self.run, self.next_seq, self._pending, documents, self.claim_token)
@@ -143,6 +247,61 @@ class RunEventEmitter:
     @property
     def ended(self) -> bool:
         return self.sequence.ended
+
+
+class BackgroundWriter:
+    """The thread that does the bookkeeping a job defers (its usage records), in order, on
+    a database connection of its own, kept from one job to the next."""
+
+    def __init__(self) -> None:
+        self._ready = threading.Condition()
+        self._tasks: deque[Callable[[], None]] = deque()
+        self._busy = False
+        self._thread: threading.Thread | None = None
+
+    def submit(self, task: Callable[[], None]) -> None:
+        """Queue ``task``."""
+        with self._ready:
+            self._tasks.append(task)
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(
+                    target=self._work, name="run-bookkeeping", daemon=True
+                )
+                self._thread.start()
+            self._ready.notify()
+
+    def close_connection(self) -> None:
+        """Give back the thread's database connection (when the worker stops)."""
+        self.submit(lambda: db_connection.close())
+        self.drain()
+
+    def drain(self) -> None:
+        """Wait until every task queued so far has run."""
+        with self._ready:
+            while self._tasks or self._busy:
+                self._ready.wait()
+
+    def _work(self) -> None:
+        while True:
+            with self._ready:
+                while not self._tasks:
+                    self._ready.wait()
+                task = self._tasks.popleft()
+                self._busy = True
+            try:
+                task()
+            except Exception:  # a task reports its own failures; this keeps the thread
+                logger.exception("a deferred task of a job failed")
+            finally:
+                with self._ready:
+                    self._busy = False
+                    self._ready.notify_all()
+
+
+@cache
+def background_writer() -> BackgroundWriter:
+    """The process's bookkeeping thread (started with its first task)."""
+    return BackgroundWriter()
 
 
 def _insert_events(
@@ -165,6 +324,20 @@ def _insert_events(
     """
     if db_connection.vendor != "postgresql":
         return _insert_events_portable(run, first_seq, payloads, claim_token)
+    sql, params = _insert_statement(run, first_seq, payloads, documents, claim_token)
+    with db_connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return [row[0] for row in cursor.fetchall()]
+
+
+def _insert_statement(
+    run: Run,
+    first_seq: int,
+    payloads: list[dict[str, Any]],
+    documents: list[str],
+    claim_token: uuid.UUID | None,
+) -> tuple[str, list[Any]]:
+    """The fenced multi-row INSERT of ``_insert_events`` and its parameters."""
     rows = ", ".join(["(%s::integer, %s, %s::jsonb)"] * len(payloads))
     params: list[Any] = [run.thread_id, run.pk]
     for offset, (payload, document) in enumerate(zip(payloads, documents, strict=True)):
@@ -183,9 +356,66 @@ def _insert_events(
         f"FROM (VALUES {rows}) AS v(seq, type, payload) {fence} "
         "RETURNING id"
     )
-    with db_connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        return [row[0] for row in cursor.fetchall()]
+    return sql, params
+
+
+_ASYNC_CONNECTIONS: (
+    "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, psycopg.AsyncConnection[Any]]"
+)
+_ASYNC_CONNECTIONS = weakref.WeakKeyDictionary()
+
+
+async def _insert_events_async(
+    emitter: RunEventEmitter, payloads: list[dict[str, Any]], documents: list[str]
+) -> list[int]:
+    """``_insert_events`` on the loop's own connection (autocommit: each statement commits
+    alone); a connection the database cut is replaced and the write tried once more."""
+    sql, params = _insert_statement(
+        emitter.run, emitter.next_seq, payloads, documents, emitter.claim_token
+    )
+    loop = asyncio.get_running_loop()
+    for attempt in range(2):
+        connection = _ASYNC_CONNECTIONS.get(loop)
+        try:
+            if connection is None or connection.closed:
+                connection = _ASYNC_CONNECTIONS[loop] = await psycopg.AsyncConnection.connect(
+                    **_connection_kwargs(), autocommit=True
+                )
+            cursor = await connection.execute(sql, params)
+            return [row[0] for row in await cursor.fetchall()]
+        except (psycopg.OperationalError, psycopg.InterfaceError):
+            if connection is not None:
+                await connection.close()
+            if attempt:
+                raise
+            logger.warning("run %s: writing events failed; reconnecting", emitter.run.pk)
+    raise AssertionError("unreachable")
+
+
+async def close_event_connection() -> None:
+    """Close the running loop's event-writing connection, if it has one (the worker stops)."""
+    connection = _ASYNC_CONNECTIONS.pop(asyncio.get_running_loop(), None)
+    if connection is not None:
+        await connection.close()
+
+
+def _connection_kwargs() -> dict[str, Any]:
+    database = settings.DATABASES[db_connection.alias]
+    kwargs = {
+        "dbname": database["NAME"],
+        "user": database.get("USER"),
+        "password": database.get("PASSWORD"),
+        "host": database.get("HOST"),
+        "port": database.get("PORT"),
+    }
+    return {key: value for key, value in kwargs.items() if value}
+
+
+def _closing(function: Callable[..., T], *args: Any) -> T:
+    try:
+        return function(*args)
+    finally:
+        db_connection.close()
 
 
 def _insert_events_portable(

@@ -2,10 +2,13 @@
 or ``<provider>/<model>`` for DeepSeek, DashScope (Qwen) or any OpenAI-compatible endpoint.
 Keys and endpoints come from the environment."""
 
+import asyncio
+import weakref
 from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import openai
 from agentscope.credential import DashScopeCredential, DeepSeekCredential, OpenAICredential
 from agentscope.model import (
     ChatModelBase,
@@ -18,6 +21,7 @@ from agentscope.model import (
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
+from agent_runs.runtime.async_bridge import bridge_loop
 from agent_runs.runtime.demo_model import DEMO_MODEL_ID, DemoChatModel
 
 
@@ -180,6 +184,28 @@ def _model_spec(model_id: str) -> tuple[type[ChatModelBase], dict[str, Any]]:
         "model": name,
         "max_retries": settings.AGENT_MODEL_MAX_RETRIES,
         "retry_delay": settings.AGENT_MODEL_RETRY_DELAY_SECONDS,
-        # One retry layer only: AgentScope's, configured above.
-        "client_kwargs": {"max_retries": 0, "timeout": settings.AGENT_MODEL_TIMEOUT_SECONDS},
+        "client_kwargs": {
+            # One retry layer only: AgentScope's, configured above.
+            "max_retries": 0,
+            "timeout": settings.AGENT_MODEL_TIMEOUT_SECONDS,
+            "http_client": provider_http_client(bridge_loop()),
+        },
     }
+
+
+_HTTP_CLIENTS: (
+    "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, openai.DefaultAsyncHttpxClient]"
+)
+_HTTP_CLIENTS = weakref.WeakKeyDictionary()
+
+
+def provider_http_client(loop: asyncio.AbstractEventLoop) -> openai.DefaultAsyncHttpxClient:
+    """The HTTP client every provider model driven on ``loop`` shares. A client of its own
+    per model call cost a run more CPU than the rest of the run (a TLS context is built with
+    each, tens of milliseconds) and a new connection per call; this one keeps its
+    connections alive from one call, and one run, to the next. Its connections belong to the
+    loop, hence one per loop."""
+    client = _HTTP_CLIENTS.get(loop)
+    if client is None:
+        client = _HTTP_CLIENTS[loop] = openai.DefaultAsyncHttpxClient()
+    return client

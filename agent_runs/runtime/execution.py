@@ -22,7 +22,8 @@ from rq.timeouts import JobTimeoutException
 from agent_runs.errors import RunNoLongerRunning
 from agent_runs.events.emitter import RunEventEmitter
 from agent_runs.models import Message, Run
-from agent_runs.runtime.chat_models import UsageLog
+from agent_runs.runtime.async_bridge import bridge_loop
+from agent_runs.runtime.chat_models import ModelCall
 from agent_runs.runtime.demo_model import DEMO_MODEL_ID
 from agent_runs.runtime.stages import RunTurn, memory_stage, router_stage, worker_stage
 from agent_runs.selectors.context import user_memory_notes
@@ -72,14 +73,19 @@ def run_execute(*, run_pk: int) -> None:
         return
     claim_holder.current = Claim(run_pk, token)
     run, last_event_id = with_reconnect(partial(run_for_execution, run_pk=run_pk))
+    # The job's events are written as they come, from the loop its replies run on.
+    emitter = RunEventEmitter(
+        run=run, previous_id=last_event_id, claim_token=token, loop=bridge_loop()
+    )
     try:
-        _run_pipeline(run, token, last_event_id)
+        _run_pipeline(run, emitter)
     except RunNoLongerRunning:
         # Cancelled (or failed by the sweeper) while it ran: whoever ended the run ended its
         # journal; nothing more is this job's to write.
         logger.info("run %s ended while its job ran", run.pk)
     except Exception as exc:
         logger.exception("run %s failed", run.pk)
+        emitter.settle()  # what was emitted before the failure comes before its RUN_ERROR
         with_reconnect(
             partial(
                 run_fail,
@@ -90,12 +96,14 @@ def run_execute(*, run_pk: int) -> None:
             )
         )
     finally:
+        emitter.settle()  # the job's writes are all made when it ends
         claim_holder.current = None
         with_reconnect(partial(run_dispatch_next, thread_id=run.thread_id))
 
 
-def _run_pipeline(run: Run, token: uuid.UUID, last_event_id: int) -> None:
-    emitter = RunEventEmitter(run=run, previous_id=last_event_id, claim_token=token)
+def _run_pipeline(run: Run, emitter: RunEventEmitter) -> None:
+    token = emitter.claim_token
+    assert token is not None
     ids = {"thread_id": str(run.thread_id), "run_id": run.run_id}
     emitter.emit(RunStartedEvent(**ids))
     turn = RunTurn(
@@ -111,7 +119,6 @@ def _run_pipeline(run: Run, token: uuid.UUID, last_event_id: int) -> None:
     decision = router_stage(turn)
     output = worker_stage(turn, decision)
     memory_stage(turn, output)
-    emitter.flush()
     # The terminal event and the status together: a cancel that comes meanwhile finds the
     # run completed, or its own RUN_ERROR is the run's only terminal event.
     with transaction.atomic():
@@ -136,17 +143,17 @@ def with_reconnect(call: Callable[[], T]) -> T:
     raise AssertionError("unreachable")
 
 
-def _store_usage(run: Run, usage_log: UsageLog) -> int:
-    """Record the model calls a stage made since the last time (a failed or cancelled run is
-    billed for the calls it made too), each in its own short transaction; how many were."""
+def _store_usage(run: Run, stage: str, calls: list[ModelCall]) -> int:
+    """Record model calls of a stage (a failed or cancelled run is billed for the calls it
+    made too), each in its own short transaction; how many were."""
     recorded = 0
-    for call in usage_log.drain():
+    for call in calls:
         if call.model_id == DEMO_MODEL_ID:
             continue  # the offline demo model is not a provider: nothing to bill
         try:
             billing_services.usage_record(
                 run=run,
-                stage=usage_log.stage,
+                stage=stage,
                 model_id=call.model_id,
                 usage=call.usage,
                 metadata=call.metadata,
@@ -155,9 +162,7 @@ def _store_usage(run: Run, usage_log: UsageLog) -> int:
         except DatabaseError:
             # The answer matters more than its bookkeeping: keep the call for staff in the
             # log, and go on with the run.
-            logger.exception(
-                "run %s: usage of a %s call not recorded: %s", run.pk, usage_log.stage, call
-            )
+            logger.exception("run %s: usage of a %s call not recorded: %s", run.pk, stage, call)
     return recorded
 
 

@@ -4,17 +4,20 @@ events, and stores what it produced (docs/spec/sse-events-and-usage.md, sections
 Only the worker imports this module (it imports AgentScope through the pipeline).
 """
 
+import asyncio
+import contextlib
 import logging
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable, Coroutine
 from dataclasses import dataclass
-from functools import cached_property
-from typing import Any
+from functools import cached_property, partial
+from typing import Any, TypeVar
 
 from ag_ui.core import StepFinishedEvent, StepStartedEvent, TextMessageEndEvent
 from agentscope.message import DataBlock, Msg, TextBlock
 from django.conf import settings
+from django.db import connection as db_connection
 from pydantic import ValidationError
 from rq.timeouts import JobTimeoutException
 
@@ -38,8 +41,8 @@ from agent_runs.runtime.agentscope_events import (
     answer_text_events,
     map_agentscope_event,
 )
-from agent_runs.runtime.async_bridge import iterate_async, run_coroutine
-from agent_runs.runtime.chat_models import UsageLog, chat_model_for
+from agent_runs.runtime.async_bridge import run_coroutine
+from agent_runs.runtime.chat_models import ModelCall, UsageLog, chat_model_for
 from agent_runs.runtime.output import AgentOutput, RouteDecision
 from agent_runs.runtime.tools.context import ToolContext
 from agent_runs.runtime.tools.memory import memory_tools
@@ -52,6 +55,7 @@ from attachments.selectors import attachment_get_for_user, attachment_read
 from billing import selectors as billing_selectors
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 _ROUTE_HINTS = {
     "answer": "Answer directly; no tools are needed for this message.",
@@ -60,6 +64,28 @@ _ROUTE_HINTS = {
     "use_tools": "",
 }
 _MEMORY_MAX_ITERS = 3
+# A model call this long may have outlived the job's idle database connection (a restart,
+# a failover): it is checked before the job uses it again.
+_RECHECK_CONNECTION_AFTER_SECONDS = 1.0
+# How long a reply may keep the loop from the event writes in flight: the longest an event
+# waits, beyond its write, for a client to see it.
+_TURN_SECONDS = 0.001
+
+
+def model_work(coroutine: Coroutine[Any, Any, T]) -> T:
+    """Run a stage's model work (``run_coroutine``); after a long one, give back the job's
+    database connection if the database has cut it, so the writes that follow, some in a
+    transaction, get a new one rather than fail."""
+    started = time.monotonic()
+    try:
+        return run_coroutine(coroutine)
+    finally:
+        if (
+            time.monotonic() - started > _RECHECK_CONNECTION_AFTER_SECONDS
+            and db_connection.connection is not None
+            and not db_connection.is_usable()
+        ):
+            db_connection.close()
 
 
 @dataclass
@@ -70,14 +96,22 @@ class RunTurn:
     emitter: RunEventEmitter
     user_message: Message
     memory_notes: str
-    # Records the calls a usage log holds; gives how many it recorded.
-    store_usage: Callable[[UsageLog], int]
+    # Records a stage's model calls; gives how many it recorded.
+    store_usage: Callable[[str, list[ModelCall]], int]
     # The job's claim of the run: its writes count only under it.
     claim_token: uuid.UUID
     recorded_calls: int = 0
 
     def record_usage(self, usage_log: UsageLog) -> None:
-        self.recorded_calls += self.store_usage(usage_log)
+        """Record the calls the log holds, on the emitter's writer thread (after the events
+        emitted before them): the model does not wait for the bookkeeping. The emitter's
+        ``flush()`` waits for it."""
+        calls = usage_log.drain()
+        if calls:
+            self.emitter.defer(partial(self._store_usage, usage_log.stage, calls))
+
+    def _store_usage(self, stage: str, calls: list[ModelCall]) -> None:
+        self.recorded_calls += self.store_usage(stage, calls)
 
     @property
     def ids(self) -> dict[str, str]:
@@ -122,21 +156,34 @@ class RunTurn:
             token_budget=settings.AGENT_CONTEXT_TOKEN_BUDGET,
         )
 
-    def relay_reply(self, reply: Any, state: RunMappingState, usage_log: UsageLog) -> Msg | None:
-        """Send a stage's AgentScope events as AG-UI events; its final message. Pending
-        events and usage are written whenever the model pauses."""
+    def relay_reply(
+        self, reply: AsyncIterator[Any], state: RunMappingState, usage_log: UsageLog
+    ) -> Msg | None:
+        """Send a stage's AgentScope events as AG-UI events; its final message. The events
+        go to the emitter's writer thread as they come, and each model call's usage once
+        the call ends, so the reply runs through in one pass of the event loop."""
+        return model_work(self._relay(reply, state, usage_log))
 
-        def on_idle() -> None:
-            self.emitter.flush()
-            self.record_usage(usage_log)
-
+    async def _relay(
+        self, reply: AsyncIterator[Any], state: RunMappingState, usage_log: UsageLog
+    ) -> Msg | None:
         final = None
-        for item in iterate_async(reply, on_idle=on_idle):
-            if isinstance(item, Msg):
-                final = item
-                continue
-            for event in map_agentscope_event(item, state):
-                self.emitter.emit(event)
+        turned = time.monotonic()
+        async with contextlib.aclosing(reply):  # type: ignore[type-var]  # an async generator
+            async for item in reply:
+                if isinstance(item, Msg):
+                    final = item
+                    continue
+                for event in map_agentscope_event(item, state):
+                    self.emitter.emit(event)
+                if usage_log.calls:
+                    self.record_usage(usage_log)
+                if self.emitter.writing and time.monotonic() - turned >= _TURN_SECONDS:
+                    # A fast model's chunks are read from a buffer without a turn of the
+                    # loop: now and then give the write in flight its turn, so it is not
+                    # held up; what comes meanwhile goes in the next.
+                    await asyncio.sleep(0)
+                    turned = time.monotonic()
         return final
 
 
@@ -146,9 +193,8 @@ def router_stage(turn: RunTurn) -> RouteDecision:
     turn.emitter.emit(StepStartedEvent(step_name=Stage.ROUTER, **turn.ids))
     usage_log = UsageLog(stage=Stage.ROUTER)
     config = stage_config(run=turn.run, stage=Stage.ROUTER)
-    turn.emitter.flush()  # the model call may take a while
     try:
-        decision = run_coroutine(
+        decision = model_work(
             router_decide(
                 model=chat_model_for(settings.AGENT_ROUTER_MODEL, usage_log=usage_log),
                 messages=conversation(
@@ -199,6 +245,7 @@ def worker_stage(turn: RunTurn, decision: RouteDecision) -> AgentOutput:
     for event in answer_text_events(output.answer, state):
         turn.emitter.emit(event)
     latency_ms = round((time.monotonic() - started) * 1000)
+    turn.emitter.flush()  # the usage so far is recorded: the answer's end carries its digest
     run_stage_messages_store(
         run=run,
         claim_token=turn.claim_token,
@@ -239,7 +286,6 @@ def worker_stage(turn: RunTurn, decision: RouteDecision) -> AgentOutput:
         )
     )
     turn.emitter.emit(StepFinishedEvent(step_name=Stage.WORKER, **turn.ids))
-    turn.emitter.flush()
     return output
 
 

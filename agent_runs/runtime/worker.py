@@ -29,9 +29,10 @@ from rq.job import Job
 from rq.queue import Queue
 
 import agent_runs.runtime.jobs  # noqa: F401 - preloaded on purpose, see the module docstring
+from agent_runs.events.emitter import background_writer, close_event_connection
 from agent_runs.runtime import agentscope_tuning
 from agent_runs.runtime.agents import WORKER_SYSTEM_PROMPT, conversation, worker_reply
-from agent_runs.runtime.async_bridge import iterate_async
+from agent_runs.runtime.async_bridge import drain, run_coroutine
 from agent_runs.runtime.chat_models import chat_model_for
 from agent_runs.runtime.demo_model import DEMO_MODEL_ID
 from agent_runs.runtime.execution import claim_holder
@@ -65,14 +66,17 @@ class RunWorker(SimpleWorker):
             system_prompt=WORKER_SYSTEM_PROMPT,
             max_iters=1,
         )
-        for _item in iterate_async(reply):
-            pass
+        run_coroutine(drain(reply))
         self._recover()
         # What is loaded by now lives as long as the process: keep it out of every later
         # garbage collection's walk.
         gc.collect()
         gc.freeze()
-        return bool(super().work(*args, **kwargs))
+        try:
+            return bool(super().work(*args, **kwargs))
+        finally:
+            run_coroutine(close_event_connection())
+            background_writer().close_connection()
 
     def execute_job(self, job: Job, queue: Queue) -> None:
         job_stop.reset(job_id=job.id)

@@ -18,7 +18,7 @@ from agentscope.tool._utils import _extract_input_schema
 from agent_runs.runtime import agentscope_tuning
 from agent_runs.runtime.agents import WORKER_SYSTEM_PROMPT, conversation, worker_reply
 from agent_runs.runtime.agentscope_events import RunMappingState, map_agentscope_event
-from agent_runs.runtime.async_bridge import iterate_async
+from agent_runs.runtime.async_bridge import drain, run_coroutine
 from agent_runs.runtime.chat_models import chat_model_for
 from agent_runs.runtime.demo_model import DEMO_MODEL_ID
 from agent_runs.runtime.output import AgentOutput
@@ -132,7 +132,7 @@ def test_a_tool_call_with_invalid_arguments_is_still_refused_before_the_tool_run
     state = RunMappingState(thread_id="t", run_id="r", stage="worker", message_id="m")
     results = [
         event
-        for item in iterate_async(reply)
+        for item in run_coroutine(drain(reply))
         if not hasattr(item, "structured_output")
         for event in map_agentscope_event(item, state)
         if event.type == "TOOL_CALL_RESULT"

@@ -1,0 +1,110 @@
+"""A job's emitter writes as it goes, from the event loop its reply runs on
+(agent_runs/events/emitter.py, ``loop``): events are in PostgreSQL and on the Redis stream
+while the reply is still running, in order, numbered in their run; the terminal event is the
+caller's to write; a write under a lost claim stops the job at its next emit."""
+
+import asyncio
+from collections.abc import Iterator
+
+import pytest
+from ag_ui.core import (
+    RunFinishedEvent,
+    RunStartedEvent,
+    StepFinishedEvent,
+    StepStartedEvent,
+    TextMessageContentEvent,
+    TextMessageEndEvent,
+    TextMessageStartEvent,
+)
+from django.db import transaction
+
+from agent_runs.errors import RunNoLongerRunning
+from agent_runs.events import emitter as event_log
+from agent_runs.events.emitter import RunEventEmitter, close_event_connection
+from agent_runs.models import Run, RunEvent
+from agent_runs.runtime.async_bridge import bridge_loop, run_coroutine
+from agent_runs.services.lifecycle import run_claim, run_complete
+from tests.conftest import post_run, run_input
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.integration]
+
+
+@pytest.fixture(autouse=True)
+def _loop_connection_closed() -> Iterator[None]:
+    yield
+    run_coroutine(close_event_connection())  # as the worker does when it stops
+
+
+def claimed_run(client) -> tuple[Run, RunEventEmitter, dict[str, str]]:
+    body = run_input()
+    post_run(client, body)
+    run = Run.objects.get(run_id=body["runId"])
+    token = run_claim(run_pk=run.pk)
+    assert token is not None
+    emitter = RunEventEmitter(run=run, claim_token=token, loop=bridge_loop())
+    return run, emitter, {"threadId": str(run.thread_id), "runId": run.run_id}
+
+
+async def written(emitter: RunEventEmitter) -> None:
+    """Let the loop turn until the writes in flight are done (as a reply does)."""
+    while emitter.writing:
+        await asyncio.sleep(0.001)
+
+
+def test_events_are_stored_and_published_while_the_reply_runs(alice, redis_queue):
+    run, emitter, ids = claimed_run(alice)
+    emitter.emit(RunStartedEvent(thread_id=ids["threadId"], run_id=ids["runId"]))
+    emitter.emit(StepStartedEvent(step_name="worker", **ids))
+
+    async def reply() -> None:
+        emitter.emit(TextMessageStartEvent(message_id="m", role="assistant", **ids))
+        for index in range(300):
+            emitter.emit(TextMessageContentEvent(message_id="m", delta=f"t{index} ", **ids))
+            if index % 50 == 0:
+                await asyncio.sleep(0)  # a model's chunks come in bursts
+        await written(emitter)
+
+    run_coroutine(reply())
+
+    # Written before any flush: the reply's events reached PostgreSQL as it ran.
+    stored = list(RunEvent.objects.filter(run=run).order_by("id").values_list("seq", "type"))
+    assert [seq for seq, _type in stored] == list(range(303))
+    assert stored[0][1] == "RUN_STARTED" and stored[-1][1] == "TEXT_MESSAGE_CONTENT"
+    entries = redis_queue.connection.xrange(event_log.stream_key(ids["threadId"]))
+    published = [int(i) for _id, fields in entries for i in fields[b"ids"].split(b",")]
+    assert published == list(
+        RunEvent.objects.filter(run=run).order_by("id").values_list("id", flat=True)
+    )
+    assert len(entries) < 303  # batched: whatever came during a write went in the next
+
+    emitter.emit(TextMessageEndEvent(message_id="m", **ids))
+    emitter.emit(StepFinishedEvent(step_name="worker", **ids))
+    with transaction.atomic():  # the terminal event shares the caller's transaction
+        emitter.emit(RunFinishedEvent(thread_id=ids["threadId"], run_id=ids["runId"]))
+        assert emitter.claim_token is not None
+        assert run_complete(run=run, claim_token=emitter.claim_token)
+    types = list(RunEvent.objects.filter(run=run).order_by("id").values_list("type", flat=True))
+    assert types[-3:] == ["TEXT_MESSAGE_END", "STEP_FINISHED", "RUN_FINISHED"]
+    assert list(
+        RunEvent.objects.filter(run=run).order_by("id").values_list("seq", flat=True)
+    ) == list(range(306))
+
+
+def test_a_lost_claim_stops_the_reply_at_its_next_emit_and_nothing_more_is_stored(
+    alice, redis_queue
+):
+    run, emitter, ids = claimed_run(alice)
+    emitter.emit(RunStartedEvent(thread_id=ids["threadId"], run_id=ids["runId"]))
+    emitter.flush()
+    Run.objects.filter(pk=run.pk).update(status=Run.Status.CANCELLED)  # a cancel came
+
+    async def reply() -> None:
+        emitter.emit(StepStartedEvent(step_name="worker", **ids))
+        await written(emitter)
+        emitter.emit(StepFinishedEvent(step_name="worker", **ids))
+
+    with pytest.raises(RunNoLongerRunning):
+        run_coroutine(reply())
+    with pytest.raises(RunNoLongerRunning):
+        emitter.flush()
+    assert list(RunEvent.objects.filter(run=run).values_list("type", flat=True)) == ["RUN_STARTED"]
