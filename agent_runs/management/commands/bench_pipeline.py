@@ -1,10 +1,15 @@
-"""Benchmark: whole runs through a running server and its workers, on the instant demo model.
+"""Benchmark: whole runs through a running server and its workers.
 
-Each of ``--concurrency`` clients posts a one-tool-call run (``/tool calendar_list``), reads
-the thread's SSE stream to the terminal event, and repeats. Prints the median and p99 of
-POST → ``RUN_STARTED`` and POST → terminal event, completed runs/s, and the peak RSS of the
-worker processes (every process whose command line names ``rqworker``, found when the
-benchmark starts and sampled every 100 ms: the sampler must not take the CPU it measures).
+Each of ``--concurrency`` clients posts a run, reads the thread's SSE stream to the terminal
+event, and repeats. By default a run is one tool call on the instant demo model
+(``/tool calendar_list``). With ``--tokens N`` it is a run whose answer is N tokens, for a
+worker whose models are on ``bench_provider`` (the provider mode: one chunk per token through
+the real provider path); then POST → first token is timed too, ``--big-tokens M`` adds one
+M-token run timed for its token events/s, and the CPU each server process spent per run is
+printed. Prints the median and p99 of POST → ``RUN_STARTED`` and POST → terminal event,
+completed runs/s, and the peak RSS of the server processes (every process whose command line
+names ``rqworker`` or ``daphne``, found when the benchmark starts and sampled every 100 ms:
+the sampler must not take the CPU it measures).
 """
 
 import http.client
@@ -14,6 +19,7 @@ import statistics
 import threading
 import time
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -33,11 +39,19 @@ class Command(BaseCommand):
         parser.add_argument("--url", default="http://127.0.0.1:8000")
         parser.add_argument("--runs", type=int, default=200)
         parser.add_argument("--concurrency", type=int, default=8)
+        parser.add_argument(
+            "--tokens", type=int, default=0, help="runs answering N tokens (bench_provider)"
+        )
+        parser.add_argument(
+            "--big-tokens", type=int, default=0, help="then one run of M tokens: token events/s"
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         token = api_token_create(username="bench-pipeline")
         url = urlsplit(options["url"])
+        content = f"tokens={options['tokens']}" if options["tokens"] else _TOOL_RUN
         started_ms: list[float] = []
+        first_token_ms: list[float] = []
         ended_ms: list[float] = []
         failures: list[str] = []
         lock = threading.Lock()
@@ -50,19 +64,22 @@ class Command(BaseCommand):
                         return
                     remaining[0] -= 1
                 try:
-                    to_start, to_end, terminal = _one_run(url.hostname or "", url.port or 80, token)
+                    timed = _one_run(url.hostname or "", url.port or 80, token, content)
                 except (OSError, ValueError) as exc:
                     with lock:
                         failures.append(repr(exc))
                     continue
                 with lock:
-                    started_ms.append(to_start)
-                    ended_ms.append(to_end)
-                    if terminal != "RUN_FINISHED":
-                        failures.append(f"run ended with {terminal}")
+                    started_ms.append(timed.to_start)
+                    ended_ms.append(timed.to_end)
+                    if timed.to_first_token is not None:
+                        first_token_ms.append(timed.to_first_token)
+                    if timed.terminal != "RUN_FINISHED":
+                        failures.append(f"run ended with {timed.terminal}")
 
         reference_before = cpu_reference_ms()
         sampler = _RssSampler()
+        cpu_before = {pid: _cpu_ms(pid) for pid in sampler.pids}
         sampler.start()
         threads = [threading.Thread(target=client) for _ in range(options["concurrency"])]
         began = time.perf_counter()
@@ -71,6 +88,12 @@ class Command(BaseCommand):
         for thread in threads:
             thread.join()
         wall = time.perf_counter() - began
+        cpu_used = {pid: _cpu_ms(pid) - before for pid, before in cpu_before.items()}
+        big = None
+        if options["big_tokens"]:
+            big = _one_run(
+                url.hostname or "", url.port or 80, token, f"tokens={options['big_tokens']}"
+            )
         sampler.stop()
         if not ended_ms:
             raise CommandError(f"no run completed: {failures[:1]}")
@@ -82,20 +105,52 @@ class Command(BaseCommand):
             f"p99 {_percentile(started_ms, 99):.1f}\n"
             f"POST -> terminal ms: median {statistics.median(ended_ms):.1f}  "
             f"p99 {_percentile(ended_ms, 99):.1f}\n"
+        )
+        if first_token_ms:
+            self.stdout.write(
+                f"POST -> first token ms: median {statistics.median(first_token_ms):.1f}  "
+                f"p99 {_percentile(first_token_ms, 99):.1f}"
+            )
+        for pid, used in sorted(cpu_used.items()):
+            self.stdout.write(
+                f"CPU {sampler.names[pid]} (pid {pid}): {used / len(ended_ms):.1f} ms/run, "
+                f"peak RSS {sampler.peak_mb_of[pid]:.0f} MB"
+            )
+        self.stdout.write(f"server CPU per run: {sum(cpu_used.values()) / len(ended_ms):.1f} ms")
+        if big is not None:
+            span = (big.last_token_at or 0) - (big.first_token_at or 0)
+            rate = (big.token_events - 1) / span if span > 0 else float("nan")
+            self.stdout.write(
+                f"one {options['big_tokens']}-token run: {big.token_events} token events, "
+                f"{rate:.0f} token events/s (first to last), {big.to_end:.0f} ms to its end"
+            )
+        self.stdout.write(
             f"worker peak RSS: {sampler.peak_mb:.0f} MB (largest single worker process)\n"
             f"{cpu_reference_line(reference_before)}"
         )
 
 
-def _one_run(host: str, port: int, token: str) -> tuple[float, float, str]:
-    """POST a run, then read its thread's stream to the end: (ms to RUN_STARTED, ms to the
-    terminal event, the terminal event's type)."""
+@dataclass
+class _Timed:
+    """One run as its client saw it (ms from the POST; token times from the clock)."""
+
+    to_start: float = 0.0
+    to_first_token: float | None = None
+    to_end: float = 0.0
+    terminal: str = ""
+    token_events: int = 0
+    first_token_at: float | None = None
+    last_token_at: float | None = None
+
+
+def _one_run(host: str, port: int, token: str, content: str) -> _Timed:
+    """POST a run, then read its thread's stream to the end."""
     thread_id = str(uuid.uuid4())
     body = json.dumps(
         {
             "threadId": thread_id,
             "runId": "bench",
-            "messages": [{"id": "m1", "role": "user", "content": _TOOL_RUN}],
+            "messages": [{"id": "m1", "role": "user", "content": content}],
             "forwardedProps": {"runtime_mode": "chat"},
         }
     )
@@ -113,53 +168,78 @@ def _one_run(host: str, port: int, token: str) -> tuple[float, float, str]:
         headers={"Authorization": f"Bearer {token}"},
     )
     stream = connection.getresponse()
-    to_start = 0.0
-    terminal = ""
+    timed = _Timed()
     for line in stream:
-        if line.startswith(b"event: RUN_STARTED"):
-            to_start = (time.perf_counter() - posted) * 1000
+        if line.startswith(b"event: TEXT_MESSAGE_CONTENT"):
+            now = time.perf_counter()
+            timed.token_events += 1
+            timed.last_token_at = now
+            if timed.first_token_at is None:
+                timed.first_token_at = now
+                timed.to_first_token = (now - posted) * 1000
+        elif line.startswith(b"event: RUN_STARTED"):
+            timed.to_start = (time.perf_counter() - posted) * 1000
         elif line.startswith((b"event: RUN_FINISHED", b"event: RUN_ERROR")):
-            terminal = line.decode().split(": ", 1)[1].strip()
+            timed.terminal = line.decode().split(": ", 1)[1].strip()
             break
-    to_end = (time.perf_counter() - posted) * 1000
+    timed.to_end = (time.perf_counter() - posted) * 1000
     connection.close()
-    return to_start, to_end, terminal
+    return timed
 
 
 class _RssSampler(threading.Thread):
     def __init__(self) -> None:
         super().__init__(daemon=True)
-        self.peak_mb = 0.0
+        self.names = _server_processes()
+        self.pids = list(self.names)
+        self.peak_mb_of = dict.fromkeys(self.pids, 0.0)
         self._stopped = threading.Event()
-        self._workers = _worker_pids()
+
+    @property
+    def peak_mb(self) -> float:
+        workers = [mb for pid, mb in self.peak_mb_of.items() if self.names[pid] == "rqworker"]
+        return max(workers, default=0.0)
 
     def run(self) -> None:
         while not self._stopped.wait(0.1):
-            for pid in self._workers:
+            for pid in self.pids:
                 try:
                     status = Path(f"/proc/{pid}/status").read_text()
                 except OSError:
                     continue
                 for line in status.splitlines():
                     if line.startswith("VmRSS:"):
-                        self.peak_mb = max(self.peak_mb, int(line.split()[1]) / 1024)
+                        rss = int(line.split()[1]) / 1024
+                        self.peak_mb_of[pid] = max(self.peak_mb_of[pid], rss)
 
     def stop(self) -> None:
         self._stopped.set()
         self.join()
 
 
-def _worker_pids() -> list[int]:
-    pids = []
+def _server_processes() -> dict[int, str]:
+    """The server's processes on this machine: pid → ``rqworker`` or ``daphne``."""
+    found = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit() or int(entry.name) == os.getpid():
             continue
         try:
-            if b"rqworker" in (entry / "cmdline").read_bytes():
-                pids.append(int(entry.name))
+            command = (entry / "cmdline").read_bytes()
         except OSError:
             continue
-    return pids
+        for name in ("rqworker", "daphne"):
+            if name.encode() in command:
+                found[int(entry.name)] = name
+    return found
+
+
+def _cpu_ms(pid: int) -> float:
+    """The CPU time (user + system) a process has used so far, in ms."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) * 1000 / os.sysconf("SC_CLK_TCK")
 
 
 def _percentile(values: list[float], percent: float) -> float:
