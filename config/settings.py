@@ -91,9 +91,12 @@ DATABASE_POOL_MAX_SIZE = env_int("DATABASE_POOL_MAX_SIZE", 10, minimum=0)
 if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and DATABASE_POOL_MAX_SIZE:
     # Under ASGI every request runs its synchronous part in a thread of its own, so
     # per-thread persistent connections would mean a new connection per request: pool them.
+    # Added to what DATABASE_URL's query string set (sslmode and the like), not instead of it.
     DATABASES["default"]["CONN_MAX_AGE"] = 0
-    DATABASES["default"]["OPTIONS"] = {
-        "pool": {"min_size": 1, "max_size": DATABASE_POOL_MAX_SIZE, "timeout": 10}
+    DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+        "min_size": 1,
+        "max_size": DATABASE_POOL_MAX_SIZE,
+        "timeout": 10,
     }
 elif DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # The quick start's SQLite is shared by daphne and the worker: wait for locks, take the

@@ -13,24 +13,23 @@ import weakref
 from collections import deque
 from collections.abc import Callable
 from functools import cache
-from typing import Any, TypeVar
+from typing import Any
 
 import psycopg
 import redis
 from ag_ui.core import BaseEvent
-from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import InterfaceError, OperationalError, transaction
 from django.db import connection as db_connection
 from django.db.models import Count, Max, Q
 from redis.exceptions import RedisError
 
+from agent_runs.db import db_call
 from agent_runs.errors import RunNoLongerRunning
 from agent_runs.events.codec import TERMINAL_TYPES, EventSequence, encode_event
 from agent_runs.models import Run, RunEvent
 
 logger = logging.getLogger(__name__)
-T = TypeVar("T")
 
 
 def stream_key(thread_id: uuid.UUID | str) -> str:
@@ -110,7 +109,7 @@ class RunEventEmitter:
         self._loop = loop
         self._handed: list[dict[str, Any]] = []  # for the loop's writing task, not taken yet
         self._writing: asyncio.Task[None] | None = None
-        self._failure: BaseException | None = None
+        self._failure: Exception | None = None
 
     def emit(self, event: BaseEvent) -> None:
         payload = encode_event(event)
@@ -163,28 +162,28 @@ class RunEventEmitter:
         if db_connection.vendor == "postgresql":
             ids = await _insert_events_async(self, batch, documents)
         else:  # the quick start's SQLite: the ORM, on a thread (closed after)
-            ids = await sync_to_async(_closing, thread_sensitive=False)(
+            ids = await db_call(
                 _insert_events, self.run, self.next_seq, batch, documents, self.claim_token
             )
         if not ids:
             raise RunNoLongerRunning(self.run.pk)
-        self._published(ids, documents)
+        self._publish_batch(ids, documents, committed=True)
 
     def defer(self, task: Callable[[], None]) -> None:
-        """Run ``task`` on the process's writer thread (a job's bookkeeping that need not
+        """Run ``task`` on the process's bookkeeping thread (a job's bookkeeping that need not
         hold the model up); at once for an emitter that writes as it goes. ``flush()`` and
         ``settle()`` wait for it."""
         if self._loop is None:
             task()
         else:
-            background_writer().submit(task)
+            bookkeeping().submit(task)
 
     def settle(self) -> None:
         """Finish what was handed on (whatever comes of it) and the deferred tasks."""
         if self._loop is not None:
             if self._writing is not None and not self._writing.done():
-                self._loop.run_until_complete(asyncio.shield(self._writing))
-            background_writer().drain()
+                self._loop.run_until_complete(self._writing)
+            bookkeeping().drain()
 
     def flush(self) -> None:
         """Write the pending events now: one INSERT statement, and once it is committed one
@@ -194,8 +193,6 @@ class RunEventEmitter:
         A connection the database cut is replaced and the write tried once more (the fence
         makes that safe); a job whose run is no longer its own raises ``RunNoLongerRunning``."""
         if self._loop is not None:
-            if self._handed and (self._writing is None or self._writing.done()):
-                self._writing = self._loop.create_task(self._write_handed())
             self.settle()
             if self._failure is not None:
                 raise self._failure
@@ -214,12 +211,13 @@ class RunEventEmitter:
             logger.warning("run %s: writing events failed; reconnecting", self.run.pk)
             db_connection.close()
             ids = self._insert(documents)
-        self._published(ids, documents)
+        self._publish_batch(ids, documents, committed=False)
         self._pending = []
         self._last_flush = time.monotonic()
 
-    def _published(self, ids: list[int], documents: list[str]) -> None:
-        """Publish written events once committed: at once outside a transaction."""
+    def _publish_batch(self, ids: list[int], documents: list[str], *, committed: bool) -> None:
+        """Add a written batch to the thread's stream: at once when its statement committed
+        on its own (``committed``), else when the caller's transaction commits."""
         entry = {
             "ids": ",".join(map(str, ids)),
             "prev": self.previous_id,
@@ -229,10 +227,10 @@ class RunEventEmitter:
         self.previous_id = ids[-1]
         self.next_seq += len(ids)
         thread_id = self.run.thread_id
-        if db_connection.in_atomic_block:
-            transaction.on_commit(lambda: _publish(thread_id, entry))
-        else:
+        if committed:
             _publish(thread_id, entry)
+        else:
+            transaction.on_commit(lambda: _publish(thread_id, entry))
 
     def _insert(self, documents: list[str]) -> list[int]:
         ids = _insert_events(self.run, self.next_seq, self._pending, documents, self.claim_token)
@@ -249,7 +247,7 @@ class RunEventEmitter:
         return self.sequence.ended
 
 
-class BackgroundWriter:
+class Bookkeeping:
     """The thread that does the bookkeeping a job defers (its usage records), in order, on
     a database connection of its own, kept from one job to the next."""
 
@@ -299,9 +297,9 @@ class BackgroundWriter:
 
 
 @cache
-def background_writer() -> BackgroundWriter:
+def bookkeeping() -> Bookkeeping:
     """The process's bookkeeping thread (started with its first task)."""
-    return BackgroundWriter()
+    return Bookkeeping()
 
 
 def _insert_events(
@@ -400,22 +398,11 @@ async def close_event_connection() -> None:
 
 
 def _connection_kwargs() -> dict[str, Any]:
-    database = settings.DATABASES[db_connection.alias]
-    kwargs = {
-        "dbname": database["NAME"],
-        "user": database.get("USER"),
-        "password": database.get("PASSWORD"),
-        "host": database.get("HOST"),
-        "port": database.get("PORT"),
-    }
-    return {key: value for key, value in kwargs.items() if value}
-
-
-def _closing(function: Callable[..., T], *args: Any) -> T:
-    try:
-        return function(*args)
-    finally:
-        db_connection.close()
+    """What Django connects with (its ``OPTIONS`` included, so ``sslmode`` and the like
+    hold here too), but its synchronous cursor class."""
+    kwargs = dict(db_connection.get_connection_params())
+    kwargs.pop("cursor_factory", None)
+    return kwargs
 
 
 def _insert_events_portable(

@@ -12,14 +12,13 @@ reader is too slow, the hub says so and PostgreSQL is read.
 import asyncio
 import json
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any, NamedTuple, TypeVar
 
-from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.db import connection as db_connection
 
+from agent_runs.db import db_call
 from agent_runs.events.codec import TERMINAL_TYPES
 from agent_runs.events.emitter import stream_key
 from agent_runs.events.hub import RESET, Subscription, stream_hub
@@ -162,17 +161,3 @@ async def _live_entries(entries: Any, cursor: _Cursor) -> AsyncIterator[list[Eve
             break
     if batch:
         yield batch
-
-
-async def db_call(function: Callable[..., T], /, **kwargs: Any) -> T:
-    """Run a database read from async code and give the connection back at once: a stream
-    lives for minutes, and must not hold a pooled connection while it waits."""
-
-    def call() -> T:
-        try:
-            return function(**kwargs)
-        finally:
-            db_connection.close()
-
-    # The shared executor, not a thread of the request's own: a stream holds no thread.
-    return await sync_to_async(call, thread_sensitive=False)()

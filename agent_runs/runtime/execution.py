@@ -102,8 +102,6 @@ def run_execute(*, run_pk: int) -> None:
 
 
 def _run_pipeline(run: Run, emitter: RunEventEmitter) -> None:
-    token = emitter.claim_token
-    assert token is not None
     ids = {"thread_id": str(run.thread_id), "run_id": run.run_id}
     emitter.emit(RunStartedEvent(**ids))
     turn = RunTurn(
@@ -114,7 +112,6 @@ def _run_pipeline(run: Run, emitter: RunEventEmitter) -> None:
             user_id=run.thread.owner_id, limit=settings.AGENT_MEMORY_MAX_ITEMS
         ),
         store_usage=partial(_store_usage, run),
-        claim_token=token,
     )
     decision = router_stage(turn)
     output = worker_stage(turn, decision)
@@ -123,7 +120,7 @@ def _run_pipeline(run: Run, emitter: RunEventEmitter) -> None:
     # run completed, or its own RUN_ERROR is the run's only terminal event.
     with transaction.atomic():
         emitter.emit(RunFinishedEvent(**ids))
-        if not run_complete(run=run, claim_token=token):
+        if not run_complete(run=run, claim_token=turn.claim_token):
             raise RunNoLongerRunning(run.pk)
 
 

@@ -98,9 +98,14 @@ class RunTurn:
     memory_notes: str
     # Records a stage's model calls; gives how many it recorded.
     store_usage: Callable[[str, list[ModelCall]], int]
-    # The job's claim of the run: its writes count only under it.
-    claim_token: uuid.UUID
     recorded_calls: int = 0
+
+    @property
+    def claim_token(self) -> uuid.UUID:
+        """The job's claim of the run (its emitter's): its writes count only under it."""
+        token = self.emitter.claim_token
+        assert token is not None, "a job's emitter writes under its claim"
+        return token
 
     def record_usage(self, usage_log: UsageLog) -> None:
         """Record the calls the log holds, on the emitter's writer thread (after the events

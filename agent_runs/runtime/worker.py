@@ -29,7 +29,7 @@ from rq.job import Job
 from rq.queue import Queue
 
 import agent_runs.runtime.jobs  # noqa: F401 - preloaded on purpose, see the module docstring
-from agent_runs.events.emitter import background_writer, close_event_connection
+from agent_runs.events.emitter import bookkeeping, close_event_connection
 from agent_runs.runtime import agentscope_tuning
 from agent_runs.runtime.agents import WORKER_SYSTEM_PROMPT, conversation, worker_reply
 from agent_runs.runtime.async_bridge import drain, run_coroutine
@@ -76,7 +76,7 @@ class RunWorker(SimpleWorker):
             return bool(super().work(*args, **kwargs))
         finally:
             run_coroutine(close_event_connection())
-            background_writer().close_connection()
+            bookkeeping().close_connection()
 
     def execute_job(self, job: Job, queue: Queue) -> None:
         job_stop.reset(job_id=job.id)

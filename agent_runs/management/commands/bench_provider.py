@@ -100,8 +100,11 @@ class _Handler(BaseHTTPRequestHandler):
         }
         frames = []
         for chunk in answer_chunks(request):
-            choice = {"index": 0, "delta": chunk["delta"], "finish_reason": None}
-            choice["finish_reason"] = chunk.get("finish_reason")
+            choice = {
+                "index": 0,
+                "delta": chunk["delta"],
+                "finish_reason": chunk.get("finish_reason"),
+            }
             body = {**base, "choices": [choice]}
             if choice["finish_reason"]:
                 body["usage"] = _USAGE

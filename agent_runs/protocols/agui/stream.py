@@ -19,7 +19,8 @@ from urllib.parse import parse_qs
 from channels.generic.http import AsyncHttpConsumer
 from django.http import Http404
 
-from agent_runs.events.follow import Event, db_call, thread_events
+from agent_runs.db import db_call
+from agent_runs.events.follow import Event, thread_events
 from agent_runs.events.sse import KEEP_ALIVE_FRAME, retry_frame, sse_frame
 from agent_runs.protocols.agui.errors import NOT_AUTHENTICATED, error_parts
 from agent_runs.protocols.agui.parsing import MAX_RUN_ID_LENGTH, parse_event_cursor

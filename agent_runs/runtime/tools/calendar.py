@@ -14,9 +14,10 @@ from zoneinfo import ZoneInfo
 
 from django.utils import timezone
 
+from agent_runs.db import db_call
 from agent_runs.models import CalendarEvent
 from agent_runs.run_input import iana_timezones
-from agent_runs.runtime.tools.context import ToolContext, call_sync_tool
+from agent_runs.runtime.tools.context import ToolContext
 from agent_runs.selectors.profiles import user_profile_settings
 
 _RELATIVE = re.compile(r"^(today|tomorrow)[ T]+(\d{1,2}):(\d{2})$", re.IGNORECASE)
@@ -94,7 +95,7 @@ def calendar_tools(context: ToolContext) -> list[Any]:
             event_timezone: The IANA timezone the times are meant in, when the user said
                 one (e.g. "Asia/Shanghai"); otherwise leave it out.
         """
-        return await call_sync_tool(_create, context, title, start, end, event_timezone)
+        return await db_call(_create, context, title, start, end, event_timezone)
 
     async def calendar_list(days: int = 7) -> dict[str, Any]:
         """List the user's events from now on.
@@ -102,7 +103,7 @@ def calendar_tools(context: ToolContext) -> list[Any]:
         Args:
             days: How many days ahead to look (1 to 90).
         """
-        return await call_sync_tool(_list, context, days)
+        return await db_call(_list, context, days)
 
     async def calendar_update(
         event_id: int,
@@ -118,7 +119,7 @@ def calendar_tools(context: ToolContext) -> list[Any]:
             start: The new start, in the forms calendar_create takes; optional.
             event_timezone: The IANA timezone of the new start; optional.
         """
-        return await call_sync_tool(_update, context, event_id, title, start, event_timezone)
+        return await db_call(_update, context, event_id, title, start, event_timezone)
 
     async def calendar_delete(event_id: int) -> dict[str, Any]:
         """Delete one of the user's events.
@@ -126,7 +127,7 @@ def calendar_tools(context: ToolContext) -> list[Any]:
         Args:
             event_id: The event's id.
         """
-        return await call_sync_tool(_delete, context, event_id)
+        return await db_call(_delete, context, event_id)
 
     return [calendar_create, calendar_list, calendar_update, calendar_delete]
 

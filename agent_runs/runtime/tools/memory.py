@@ -5,7 +5,8 @@ Results are compact facts (ids, status, counts), as docs/spec/sse-events-and-usa
 from collections.abc import Callable
 from typing import Any
 
-from agent_runs.runtime.tools.context import ToolContext, call_sync_tool
+from agent_runs.db import db_call
+from agent_runs.runtime.tools.context import ToolContext
 from agent_runs.selectors.context import user_memory_count
 from agent_runs.services.memory import user_memory_add, user_memory_forget
 
@@ -20,7 +21,7 @@ def memory_tools(context: ToolContext) -> list[Callable[..., Any]]:
             content: One short sentence, e.g. "Prefers meetings after 10:00".
             kind: "fact" or "preference".
         """
-        return await call_sync_tool(_remember, context, content, kind)
+        return await db_call(_remember, context, content, kind)
 
     async def memory_forget(memory_id: int) -> dict[str, Any]:
         """Forget a remembered item that is no longer true.
@@ -28,7 +29,7 @@ def memory_tools(context: ToolContext) -> list[Callable[..., Any]]:
         Args:
             memory_id: The item's id, as listed in what you know about the user.
         """
-        return await call_sync_tool(_forget, context, memory_id)
+        return await db_call(_forget, context, memory_id)
 
     return [memory_remember, memory_forget]
 

@@ -8,8 +8,9 @@ from typing import Any
 from django.utils.module_loading import import_string
 
 from agent_runs.agent_config import StageConfig, system_agents
+from agent_runs.db import db_call
 from agent_runs.runtime.tools.calendar import calendar_tools
-from agent_runs.runtime.tools.context import ToolContext, call_sync_tool
+from agent_runs.runtime.tools.context import ToolContext
 
 
 def tools_for(*, config: StageConfig, context: ToolContext) -> list[Callable[..., Any]]:
@@ -32,7 +33,7 @@ def _as_async_tool(name: str, function: Callable[..., Any]) -> Callable[..., Any
 
     @functools.wraps(function)
     async def tool(**kwargs: Any) -> Any:
-        return await call_sync_tool(function, **kwargs)
+        return await db_call(function, **kwargs)
 
     tool.__name__ = name
     return tool
