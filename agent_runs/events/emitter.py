@@ -67,7 +67,8 @@ class RunEventEmitter:
     statements. (A thread would not do: the job's thread, busy with a fast model, keeps
     the interpreter lock from it for hundreds of milliseconds.) Its terminal event is
     written by the caller, on the caller's connection, once everything before it is (so it
-    can share the caller's transaction). A write that could not be made (the run is no
+    can share the caller's transaction; flush before opening that transaction, since on
+    SQLite a write in flight waits for its lock). A write that could not be made (the run is no
     longer the job's, the database is gone) is raised by the next ``emit`` or ``flush``.
     """
 

@@ -116,6 +116,10 @@ def _run_pipeline(run: Run, emitter: RunEventEmitter) -> None:
     decision = router_stage(turn)
     output = worker_stage(turn, decision)
     memory_stage(turn, output)
+    # Everything before the end is written first, outside the transaction below: on SQLite a
+    # write still in flight would wait for that transaction's lock while it waits for the
+    # write.
+    emitter.flush()
     # The terminal event and the status together: a cancel that comes meanwhile finds the
     # run completed, or its own RUN_ERROR is the run's only terminal event.
     with transaction.atomic():

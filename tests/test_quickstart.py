@@ -1,0 +1,91 @@
+"""The README's first command: the quick start (SQLite, an embedded Redis, the demo model)
+serves runs end to end, its worker writing events from its reply's loop on SQLite, two runs
+of one thread one after the other."""
+
+import http.client
+import json
+import os
+import signal
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+
+from tests.agent_runs.sse import read_sse
+from tests.conftest import free_port, wait_for_port
+
+pytestmark = pytest.mark.integration
+
+TERMINAL = {"RUN_FINISHED", "RUN_ERROR"}
+
+
+def test_the_quick_start_runs_two_tool_runs_of_one_thread_to_their_end(tmp_path: Path):
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if key not in {"DATABASE_URL", "REDIS_URL", "DJANGO_SECRET_KEY"}
+    }
+    env.update(DJANGO_DEBUG="true", LOCAL_DATA_DIR=str(tmp_path))
+    port = free_port()
+    manage = [sys.executable, "manage.py"]
+    service = subprocess.Popen(
+        [*manage, "quickstart", "--port", str(port)], cwd=settings.BASE_DIR, env=env
+    )
+    try:
+        wait_for_port(port, service)
+        token = subprocess.run(
+            [*manage, "create_api_token", "alice"],
+            cwd=settings.BASE_DIR,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=60,
+        ).stdout.split()[-1]
+        thread_id = str(uuid.uuid4())
+        for run_id in ("run-1", "run-2"):
+            body = {
+                "threadId": thread_id,
+                "runId": run_id,
+                "messages": [
+                    {"id": f"m-{run_id}", "role": "user", "content": "/tool calendar_list {}"}
+                ],
+                "forwardedProps": {"runtime_mode": "chat"},
+            }
+            connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+            connection.request(
+                "POST",
+                "/api/v1/agent/runs",
+                body=json.dumps(body),
+                headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+            )
+            assert connection.getresponse().status == 202
+            connection.close()
+
+        stream = read_sse(
+            port,
+            thread_id,
+            token=token,
+            query={"lastEventId": "0"},
+            stop_when=lambda frame: (
+                frame.get("event") in TERMINAL and frame["data"]["runId"] == "run-2"
+            ),
+            timeout=60,
+        )
+    finally:
+        service.send_signal(signal.SIGINT)
+        try:
+            service.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            service.kill()
+
+    ends = [(e["data"]["runId"], e["event"]) for e in stream.events if e["event"] in TERMINAL]
+    assert ends == [("run-1", "RUN_FINISHED"), ("run-2", "RUN_FINISHED")]
+    assert stream.types.count("TOOL_CALL_RESULT") == 2
+    assert [e["data"]["runId"] for e in stream.events if e["event"] == "RUN_STARTED"] == [
+        "run-1",
+        "run-2",
+    ]
