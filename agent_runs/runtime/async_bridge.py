@@ -1,7 +1,7 @@
 """Driving AgentScope's async code from the worker's synchronous job, so that a stop request
 cancels the await in flight. The ORM is used before and after, never inside (Django refuses
-it in a thread whose event loop runs); what a reply writes meanwhile goes through the
-emitter's writer thread.
+it in a thread whose event loop runs); a reply's events are written meanwhile by the
+emitter, from the same loop.
 
 Each thread drives its coroutines on one event loop of its own that lives as long as the
 thread (``bridge_loop``): what is bound to a loop, like the HTTP connections a model keeps

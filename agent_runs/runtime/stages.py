@@ -108,9 +108,9 @@ class RunTurn:
         return token
 
     def record_usage(self, usage_log: UsageLog) -> None:
-        """Record the calls the log holds, on the emitter's writer thread (after the events
-        emitted before them): the model does not wait for the bookkeeping. The emitter's
-        ``flush()`` waits for it."""
+        """Record the calls the log holds on the process's bookkeeping thread (``defer``):
+        the model does not wait for the bookkeeping. The emitter's ``flush()`` waits for
+        it."""
         calls = usage_log.drain()
         if calls:
             self.emitter.defer(partial(self._store_usage, usage_log.stage, calls))
@@ -164,9 +164,9 @@ class RunTurn:
     def relay_reply(
         self, reply: AsyncIterator[Any], state: RunMappingState, usage_log: UsageLog
     ) -> Msg | None:
-        """Send a stage's AgentScope events as AG-UI events; its final message. The events
-        go to the emitter's writer thread as they come, and each model call's usage once
-        the call ends, so the reply runs through in one pass of the event loop."""
+        """Send a stage's AgentScope events as AG-UI events; its final message. The emitter
+        writes the events as they come, from the loop the reply runs on, and each model
+        call's usage is recorded once the call ends: the reply runs through in one pass."""
         return model_work(self._relay(reply, state, usage_log))
 
     async def _relay(
