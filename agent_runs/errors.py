@@ -1,6 +1,8 @@
 """Domain errors of the run core. Each carries its ``code`` and HTTP ``status``; each protocol
 renders them in its own shape (agent_runs/protocols/<protocol>/errors.py)."""
 
+import json
+
 from config.errors import DomainError
 
 
@@ -54,3 +56,38 @@ class EventCursorInvalid(DomainError):
 class RunNoLongerRunning(Exception):
     """The run was cancelled (or otherwise ended) while its job worked on it; not an API
     error: the job stops writing for it."""
+
+
+class ConversationMessageUnknown(RunInputInvalid):
+    """A turn of a conversation the client holds names an earlier message this thread does
+    not have (the AG-UI conversation endpoint)."""
+
+    code = "unknown_message"
+
+    def __init__(self, message_id: str) -> None:
+        super().__init__(
+            f"RunAgentInput.messages: message {json.dumps(message_id)} is not in this thread"
+        )
+
+
+class ConversationMessageRepeated(DomainError):
+    """The new user message of a conversation turn is one the thread already has."""
+
+    code = "message_id_conflict"
+    status = 409
+
+    def __init__(self, message_id: str) -> None:
+        super().__init__(
+            f"RunAgentInput.messages: the new user message {json.dumps(message_id)} "
+            "is already in this thread"
+        )
+
+
+class OnDisconnectInvalid(DomainError):
+    """A single-request run's ``on_disconnect`` is neither ``cancel`` nor ``continue``."""
+
+    code = "invalid_request"
+    status = 400
+
+    def __init__(self) -> None:
+        super().__init__("on_disconnect must be cancel or continue")

@@ -14,11 +14,14 @@ reads keep the loop's default executor, so a burst of slow requests cannot hold 
 between them, the threads must not need more connections than ``DATABASE_POOL_MAX_SIZE``.
 
 Everything else is Django's: reading the body, building the request, sending the response.
-A streaming response (none of the API's; the admin's file downloads) is iterated by Django
-as usual and closed afterwards on another thread, which gives back that thread's connection
-at its next request rather than at once.
+A streaming response (a run's events in AG-UI's single-request mode, the admin's file
+downloads) gives its database connection back before it starts, and is sent as Django's own
+handler sends one: until it ends or the client goes away, whichever comes first; a
+disconnect cancels the sending, which closes the response's iterator (the AG-UI stream
+cancels its run then). It is closed afterwards on another thread.
 """
 
+import asyncio
 import os
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, cast
@@ -28,6 +31,7 @@ from django.core import signals
 from django.core.exceptions import RequestAborted
 from django.core.handlers.asgi import ASGIHandler, get_script_prefix
 from django.core.handlers.base import BaseHandler
+from django.db import close_old_connections
 from django.http import FileResponse, HttpResponseBase
 from django.urls import set_script_prefix
 
@@ -52,12 +56,29 @@ class SyncChainASGIHandler(ASGIHandler):
                 self._respond, thread_sensitive=False, executor=self.executor
             )(scope, body_file)
             try:
-                await self.send_response(response, send)
+                if response.streaming:
+                    await self._send_until_disconnect(response, send, receive)
+                else:
+                    await self.send_response(response, send)
             finally:
                 if response.streaming:
                     await sync_to_async(response.close, thread_sensitive=False)()
         finally:
             body_file.close()
+
+    async def _send_until_disconnect(
+        self, response: HttpResponseBase, send: Any, receive: Any
+    ) -> None:
+        sending = asyncio.ensure_future(self.send_response(response, send))
+        watching = asyncio.ensure_future(self.listen_for_disconnect(receive))
+        try:
+            await asyncio.wait({sending, watching}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (sending, watching):
+                task.cancel()
+            sent, _ = await asyncio.gather(sending, watching, return_exceptions=True)
+        if isinstance(sent, Exception):
+            raise sent
 
     def _respond(self, scope: dict[str, Any], body_file: Any) -> HttpResponseBase:
         set_script_prefix(get_script_prefix(scope))
@@ -70,7 +91,11 @@ class SyncChainASGIHandler(ASGIHandler):
             response._handler_class = self.__class__  # type: ignore[attr-defined]  # as Django does
             if isinstance(response, FileResponse):
                 response.block_size = self.chunk_size
-        if not response.streaming:
+        if response.streaming:
+            # Sent from the event loop, for as long as it streams: the connection this thread
+            # used goes back now, not at the thread's next request.
+            close_old_connections()
+        else:
             # The content is in memory: close now, in this thread (request_finished gives the
             # request's database connection back).
             response.close()

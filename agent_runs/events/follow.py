@@ -12,7 +12,7 @@ reader is too slow, the hub says so and PostgreSQL is read.
 import asyncio
 import json
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass
 from typing import Any, NamedTuple, TypeVar
 
@@ -66,7 +66,7 @@ class _Cursor:
 
 async def thread_events(
     *, thread_id: uuid.UUID, start: EventStreamStart, follow: bool
-) -> AsyncIterator[list[Event]]:
+) -> AsyncGenerator[list[Event], None]:
     """Batches of the thread's events after ``start.after_id``, in id order, ending after the
     chosen run's terminal event unless ``follow``. An empty batch means the stream is idle
     (a keep-alive is due)."""

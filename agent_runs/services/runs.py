@@ -1,6 +1,7 @@
 """Writes of runs: creating one (with its thread and user message) and cancelling one."""
 
 import logging
+from collections.abc import Sequence
 from functools import partial
 from typing import Any
 
@@ -9,9 +10,15 @@ from django.db import IntegrityError, transaction
 from django.http import Http404
 
 from agent_runs.agent_config import automation_job_get
-from agent_runs.errors import RunIdConflict, RunInputInvalid
+from agent_runs.errors import (
+    ConversationMessageRepeated,
+    ConversationMessageUnknown,
+    RunIdConflict,
+    RunInputInvalid,
+)
 from agent_runs.models import Message, Run, Thread
 from agent_runs.run_input import RunAgentInput, snapshot_sha256, user_text
+from agent_runs.selectors.messages import thread_message_ids_known
 from agent_runs.services.messages import MessageDraft, messages_append
 from agent_runs.services.queue import run_enqueue
 from attachments.models import Attachment
@@ -21,22 +28,40 @@ from attachments.selectors import attachment_from_signed_url
 logger = logging.getLogger(__name__)
 
 
-def run_create(*, user: AbstractBaseUser, run_input: RunAgentInput) -> Run:
+def run_create(
+    *,
+    user: AbstractBaseUser,
+    run_input: RunAgentInput,
+    earlier_message_ids: Sequence[str] | None = None,
+) -> Run:
     """Store the thread (if new), the user message and the queued run; enqueue on commit.
 
     docs/spec/run-agent-input.md, Response. Idempotent per (threadId, runId): the same body
     returns the existing run, a different body raises ``RunIdConflict``. Images are named by
     their storage place in the stored snapshot (never by a signed URL, a credential), so a
     retry with a fresh URL for the same image is the same body.
+
+    ``earlier_message_ids``: the run is the next turn of a conversation the client holds
+    (AG-UI clients send all of it every turn). Each id must name a message of the thread
+    (``ConversationMessageUnknown``), and the new user message must not be one
+    (``ConversationMessageRepeated``); nothing of the earlier messages is stored again.
     """
     snapshot = run_input.snapshot()
     images = _binary_blocks_resolve(user=user, snapshot=snapshot)
+    create = partial(
+        _run_create,
+        user=user,
+        run_input=run_input,
+        snapshot=snapshot,
+        images=images,
+        earlier_message_ids=earlier_message_ids,
+    )
     try:
-        return _run_create(user=user, run_input=run_input, snapshot=snapshot, images=images)
+        return create()
     except IntegrityError:
         # A concurrent request created the same new thread first: retry once, now under
         # that thread's row lock.
-        return _run_create(user=user, run_input=run_input, snapshot=snapshot, images=images)
+        return create()
 
 
 @transaction.atomic
@@ -46,6 +71,7 @@ def _run_create(
     run_input: RunAgentInput,
     snapshot: dict[str, Any],
     images: list[Attachment],
+    earlier_message_ids: Sequence[str] | None,
 ) -> Run:
     input_sha256 = snapshot_sha256(snapshot)
     automation_job = ""
@@ -58,6 +84,12 @@ def _run_create(
             if existing.input_sha256 != input_sha256:
                 raise RunIdConflict()
             return existing
+    if earlier_message_ids is not None:
+        _conversation_check(
+            thread=thread,
+            new_message_id=run_input.user_message.id,
+            earlier_message_ids=earlier_message_ids,
+        )
     props = run_input.forwarded_props
     run = Run.objects.create(
         thread=thread,
@@ -86,6 +118,20 @@ def _run_create(
     messages_append(thread=thread, run=run, drafts=[user_message])
     transaction.on_commit(partial(run_enqueue, run=run))
     return run
+
+
+def _conversation_check(
+    *, thread: Thread, new_message_id: str, earlier_message_ids: Sequence[str]
+) -> None:
+    """The client's conversation is this thread's, and its last user message is new."""
+    known = thread_message_ids_known(
+        thread_id=thread.pk, ids={new_message_id, *earlier_message_ids}
+    )
+    if new_message_id in known:
+        raise ConversationMessageRepeated(new_message_id)
+    for message_id in earlier_message_ids:
+        if message_id not in known:
+            raise ConversationMessageUnknown(message_id)
 
 
 def _binary_blocks_resolve(*, user: AbstractBaseUser, snapshot: dict[str, Any]) -> list[Attachment]:

@@ -45,6 +45,38 @@ def read_sse(
     if token:
         request_headers["Authorization"] = f"Bearer {token}"
     connection.request("GET", path, headers=request_headers)
+    return _read(connection, max_frames=max_frames, stop_when=stop_when)
+
+
+def post_sse(
+    port: int,
+    path: str,
+    body: Any,
+    *,
+    token: str | None = None,
+    query: dict[str, str] | None = None,
+    max_frames: int | None = None,
+    stop_when: Callable[[dict[str, Any]], bool] | None = None,
+    timeout: float = 10,
+) -> SseStream:
+    """POST ``body`` as JSON asking for ``text/event-stream`` (what AG-UI's HttpAgent sends)
+    and read the answer as ``read_sse`` does; the connection is closed when reading stops."""
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    if query:
+        path += "?" + urlencode(query)
+    headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    connection.request("POST", path, body=json.dumps(body).encode(), headers=headers)
+    return _read(connection, max_frames=max_frames, stop_when=stop_when)
+
+
+def _read(
+    connection: http.client.HTTPConnection,
+    *,
+    max_frames: int | None,
+    stop_when: Callable[[dict[str, Any]], bool] | None,
+) -> SseStream:
     response = connection.getresponse()
     stream = SseStream(status=response.status, headers=dict(response.getheaders()))
     if response.status != 200:
@@ -56,6 +88,7 @@ def read_sse(
         line = response.readline()
         if not line:
             break
+        stream.body += line
         text = line.decode().rstrip("\n")
         if text == "":
             if frame:

@@ -6,6 +6,7 @@ docs/spec/run-agent-input.md: Validation Rules, forwardedProps, Compatibility No
 import json
 import math
 import re
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -18,6 +19,10 @@ from agent_runs.run_input import RunAgentInput, iana_timezones, parse_uuid, user
 MAX_PAYLOAD_BYTES = 256 * 1024
 MAX_RUN_ID_LENGTH = 128
 MAX_MESSAGES = 200
+# The AG-UI conversation endpoint: the body holds the whole conversation, every turn.
+CONVERSATION_MAX_PAYLOAD_BYTES = 2 * 1024 * 1024
+CONVERSATION_MAX_MESSAGES = 2000
+MAX_MESSAGE_ID_LENGTH = 128
 MAX_USER_TEXT_CHARS = 10_000
 MAX_ATTACHMENTS_PER_MESSAGE = 3
 # The largest epoch in milliseconds that a datetime can hold (9999-12-31T23:59:59.999Z).
@@ -102,6 +107,59 @@ def parse_run_agent_input(raw: Any) -> RunAgentInput:
         return RunAgentInput.model_validate(data)
     except ValidationError as exc:
         raise RunInputInvalid(_describe(exc)) from None
+
+
+@dataclass(frozen=True)
+class ConversationTurn:
+    """A turn of a conversation an AG-UI client holds: the run of its new user message, and
+    the ids of the messages before it (each must be one the thread already has)."""
+
+    run_input: RunAgentInput
+    # None: a run's input on its own, not a turn of a conversation (the /runs endpoint).
+    earlier_message_ids: tuple[str, ...] | None
+
+
+# Top-level fields AG-UI 1.0 clients send that this server has no use for (no interrupts to
+# resume): accepted, not kept (the run endpoint's model ignores them the same way).
+_CLIENT_ENVELOPE_KEYS = ("protocolVersion", "resume")
+
+
+def parse_conversation_turn(raw: Any) -> ConversationTurn:
+    """A ``RunAgentInput`` whose ``messages`` is the whole conversation (what AG-UI clients
+    send): the new turn is its last message, which must be the user's; every rule of the
+    spec applies to that message (its text, its images) and to the rest of the body, with
+    ``forwardedProps.runtime_mode`` defaulting to ``chat``. Of the earlier messages only the
+    ids are read: the thread has them already."""
+    if not isinstance(raw, dict):
+        raise RunInputInvalid("invalid RunAgentInput: the body must be a JSON object")
+    data = {key: value for key, value in raw.items() if key not in _CLIENT_ENVELOPE_KEYS}
+    messages = data.get("messages")
+    if not isinstance(messages, list):
+        raise RunInputInvalid("invalid RunAgentInput.messages")
+    if len(messages) > CONVERSATION_MAX_MESSAGES:
+        raise RunInputInvalid("RunAgentInput.messages exceeds limit")
+    for index, message in enumerate(messages):
+        if not isinstance(message, dict) or not isinstance(message.get("role"), str):
+            raise RunInputInvalid(f"invalid RunAgentInput.messages[{index}]")
+        message_id = message.get("id")
+        if not isinstance(message_id, str) or not 0 < len(message_id) <= MAX_MESSAGE_ID_LENGTH:
+            raise RunInputInvalid(f"invalid RunAgentInput.messages[{index}].id")
+    if not messages or messages[-1]["role"] != "user":
+        raise RunInputInvalid("RunAgentInput.messages must end with the new user message")
+    last = len(messages) - 1
+    props = data.get("forwardedProps", data.get("forwarded_props"))
+    if props is None or (isinstance(props, dict) and "runtime_mode" not in props):
+        props = {**(props or {}), "runtime_mode": "chat"}
+    data.pop("forwarded_props", None)
+    turn = {**data, "messages": [messages[last]], "forwardedProps": props}
+    try:
+        run_input = parse_run_agent_input(turn)
+    except RunInputInvalid as exc:
+        # Named by its place in the conversation the client sent, not in the turn.
+        message = str(exc).replace("RunAgentInput.messages[0]", f"RunAgentInput.messages[{last}]")
+        raise RunInputInvalid(message) from None
+    earlier = tuple(dict.fromkeys(message["id"] for message in messages[:last]))
+    return ConversationTurn(run_input=run_input, earlier_message_ids=earlier)
 
 
 def _check_rules(data: dict[str, Any]) -> None:

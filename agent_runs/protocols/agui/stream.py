@@ -1,4 +1,5 @@
-"""``GET /api/v1/agent/runs/{thread_id}/events``: a thread's AG-UI events as SSE, resumable.
+"""AG-UI events as SSE: ``GET /api/v1/agent/runs/{thread_id}/events`` (a thread's events,
+resumable) and the stream a run's POST answers in single-request mode.
 
 docs/spec/sse-events-and-usage.md, section 2. A Channels consumer rather than a Django view:
 Django's ASGI handler gives every request a thread of its own for its synchronous parts and
@@ -12,7 +13,7 @@ import asyncio
 import json
 import logging
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -22,14 +23,58 @@ from django.http import Http404
 from agent_runs.db import db_call
 from agent_runs.events.follow import Event, thread_events
 from agent_runs.events.sse import KEEP_ALIVE_FRAME, retry_frame, sse_frame
+from agent_runs.models import Run
 from agent_runs.protocols.agui.errors import NOT_AUTHENTICATED, error_parts
 from agent_runs.protocols.agui.parsing import MAX_RUN_ID_LENGTH, parse_event_cursor
 from agent_runs.selectors.events import EventStreamStart, event_stream_start
+from agent_runs.services.lifecycle import run_cancel
 
 logger = logging.getLogger(__name__)
 
 _RETRY_MS = 3000
 _TRUE = ("1", "true", "yes")
+
+Translate = Callable[[dict[str, Any]], dict[str, Any]]
+
+
+def as_stored(payload: dict[str, Any]) -> dict[str, Any]:
+    """Events in the spec's shape, as the journal holds them."""
+    return payload
+
+
+async def sse_body(
+    batches: AsyncIterator[list[Event]], translate: Translate = as_stored
+) -> AsyncIterator[bytes]:
+    """The SSE body of a stream of event batches: the client's reconnect delay, then one
+    chunk per batch (a keep-alive comment for an empty one), each event framed with its
+    journal id."""
+    yield retry_frame(_RETRY_MS)
+    async for batch in batches:
+        frames = b"".join(sse_frame(e.id, translate(e.payload)) for e in batch)
+        yield frames or KEEP_ALIVE_FRAME
+        del batch, frames  # not kept while the stream waits for the next
+
+
+async def run_event_stream(
+    *, run: Run, start: EventStreamStart, cancel_on_disconnect: bool, translate: Translate
+) -> AsyncIterator[bytes]:
+    """The SSE body answering a run's POST (AG-UI single-request mode): the run's events
+    from its ``RUN_STARTED`` (keep-alives while it is queued) to its terminal event. When the
+    client goes away first, its iterator is closed early, and the run is cancelled unless
+    ``cancel_on_disconnect`` is off: for AG-UI's ``HttpAgent`` aborting the request is the
+    only way to stop a run."""
+    batches = thread_events(thread_id=run.thread_id, start=start, follow=False)
+    try:
+        async for chunk in sse_body(batches, translate):
+            yield chunk
+    except (asyncio.CancelledError, GeneratorExit):
+        # The client went away before the run's end: cancelled while sending, or closed
+        # at a yield. (A run that has ended meanwhile is left as it is.)
+        if cancel_on_disconnect:
+            await db_call(run_cancel, run=run)
+        raise
+    finally:
+        await batches.aclose()
 
 
 class EventStreamConsumer(AsyncHttpConsumer):
@@ -85,7 +130,7 @@ class EventStreamConsumer(AsyncHttpConsumer):
     def _query_string(self) -> str:
         return bytes(self.scope.get("query_string", b"")).decode("utf-8", "replace")
 
-    async def _stream(self, batches: AsyncIterator[list[Event]]) -> None:
+    async def _stream(self, batches: AsyncGenerator[list[Event], None]) -> None:
         """Send the events until they end or the client goes away; either way the event
         generator is closed, which closes its hub subscription."""
         await self.send_headers(
@@ -98,11 +143,8 @@ class EventStreamConsumer(AsyncHttpConsumer):
         )
 
         async def pump() -> None:
-            await self.send_body(retry_frame(_RETRY_MS), more_body=True)
-            async for batch in batches:
-                frames = b"".join(sse_frame(e.id, e.payload) for e in batch) or KEEP_ALIVE_FRAME
-                await self.send_body(frames, more_body=True)  # one write per batch
-                del batch, frames  # not kept while the stream waits for the next
+            async for chunk in sse_body(batches):
+                await self.send_body(chunk, more_body=True)  # one write per batch
             await self.send_body(b"")
 
         async def disconnected() -> None:
@@ -117,9 +159,7 @@ class EventStreamConsumer(AsyncHttpConsumer):
             for task in (pumping, watching):
                 task.cancel()
             results = await asyncio.gather(pumping, watching, return_exceptions=True)
-            aclose = getattr(batches, "aclose", None)
-            if aclose is not None:
-                await aclose()
+            await batches.aclose()
         if isinstance(results[0], Exception):
             logger.error("event stream failed", exc_info=results[0])
 

@@ -1,10 +1,16 @@
 from django.urls import path
 
-from agent_runs.protocols.agui.views import RunCancelApi, RunCreateApi, StreamTokenCreateApi
+from agent_runs.protocols.agui.views import (
+    ConversationRunApi,
+    RunCancelApi,
+    RunCreateApi,
+    StreamTokenCreateApi,
+)
 
 # GET runs/<thread_id>/events is a Channels consumer: see routing.py.
 urlpatterns = [
     path("runs", RunCreateApi.as_view(), name="run-create"),
+    path("ag-ui", ConversationRunApi.as_view(), name="agui-conversation"),
     path("runs/<str:run_id>/cancel", RunCancelApi.as_view(), name="run-cancel"),
     path(
         "runs/<uuid:thread_id>/stream-token",

@@ -1,61 +1,147 @@
 import uuid
-from typing import cast
+from typing import Any, cast
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import RequestDataTooBig
-from django.http import Http404
+from django.http import Http404, HttpResponseBase, StreamingHttpResponse
 from rest_framework import status
-from rest_framework.exceptions import ParseError, UnsupportedMediaType
+from rest_framework.exceptions import NotAcceptable, ParseError, UnsupportedMediaType
+from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agent_runs.authentication import stream_token_issue
-from agent_runs.errors import RunPayloadTooLarge
+from agent_runs.errors import OnDisconnectInvalid, RunPayloadTooLarge
+from agent_runs.protocols.agui.client_events import agui_client_event
 from agent_runs.protocols.agui.parsing import (
+    CONVERSATION_MAX_PAYLOAD_BYTES,
     MAX_PAYLOAD_BYTES,
+    ConversationTurn,
     MalformedJson,
     decode_json_body,
+    parse_conversation_turn,
     parse_run_agent_input,
 )
 from agent_runs.protocols.agui.schemas import task_accepted_response
+from agent_runs.protocols.agui.stream import as_stored, run_event_stream
 from agent_runs.run_input import parse_uuid
+from agent_runs.selectors.events import event_stream_start
 from agent_runs.selectors.runs import run_get_for_user, thread_get_for_user
 from agent_runs.services.lifecycle import run_cancel
 from agent_runs.services.runs import run_create
 
 
-class RunCreateApi(APIView):
-    """``POST /api/v1/agent/runs``: accept a RunAgentInput, answer TaskAcceptedResponse."""
+class EventStreamRenderer(BaseRenderer):
+    """Lets a client ask for ``text/event-stream``: a run's POST then answers the run's
+    events (the view makes that response itself; this renders nothing)."""
 
-    def post(self, request: Request) -> Response:
-        body = _read_body(request)
+    media_type = "text/event-stream"
+    format = "sse"
+
+    def render(
+        self, data: Any, accepted_media_type: Any = None, renderer_context: Any = None
+    ) -> Any:
+        raise NotAcceptable()
+
+
+class _RunStartApi(APIView):
+    """A run's POST: validated, stored and queued, then answered with the run's events
+    (``Accept: text/event-stream``, what AG-UI clients send) or ``202``
+    TaskAcceptedResponse. Errors are JSON ``{"detail"}`` either way."""
+
+    max_payload_bytes = MAX_PAYLOAD_BYTES
+    # Whether the stream sends events as AG-UI clients keep them whole (client_events.py)
+    # rather than in the spec's shape.
+    client_form = False
+
+    def parse(self, raw: Any) -> ConversationTurn:
+        raise NotImplementedError
+
+    def post(self, request: Request) -> HttpResponseBase:
+        streams = request.accepted_renderer.media_type == EventStreamRenderer.media_type
+        cancel_on_disconnect = _cancel_on_disconnect(request) if streams else False
+        body = _read_body(request, self.max_payload_bytes)
         try:
             raw = decode_json_body(body)
         except MalformedJson as exc:
             raise ParseError(f"malformed JSON: {exc}") from None
-        run_input = parse_run_agent_input(raw)
+        turn = self.parse(raw)
         # IsAuthenticated has already refused anonymous callers.
         user = cast(AbstractBaseUser, request.user)
-        run = run_create(user=user, run_input=run_input)
-        response = task_accepted_response(run=run)
-        return Response(response.to_wire(), status=status.HTTP_202_ACCEPTED)
+        run = run_create(
+            user=user, run_input=turn.run_input, earlier_message_ids=turn.earlier_message_ids
+        )
+        if not streams:
+            response = task_accepted_response(run=run)
+            return Response(response.to_wire(), status=status.HTTP_202_ACCEPTED)
+        start = event_stream_start(
+            user=user, thread_id=run.thread_id, after_id=None, run_id=run.run_id
+        )
+        events = run_event_stream(
+            run=run,
+            start=start,
+            cancel_on_disconnect=cancel_on_disconnect,
+            translate=agui_client_event if self.client_form else as_stored,
+        )
+        return StreamingHttpResponse(
+            events,
+            content_type="text/event-stream",
+            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+        )
+
+    def handle_exception(self, exc: Exception) -> Response:
+        # An error is JSON, whatever the client accepts.
+        self.request.accepted_renderer = JSONRenderer()
+        self.request.accepted_media_type = JSONRenderer.media_type
+        return super().handle_exception(exc)
 
 
-def _read_body(request: Request) -> bytes:
+class RunCreateApi(_RunStartApi):
+    """``POST /api/v1/agent/runs``: a RunAgentInput holding the one new user message."""
+
+    renderer_classes = [JSONRenderer, EventStreamRenderer]
+
+    def parse(self, raw: Any) -> ConversationTurn:
+        return ConversationTurn(run_input=parse_run_agent_input(raw), earlier_message_ids=None)
+
+
+class ConversationRunApi(_RunStartApi):
+    """``POST /api/v1/agent/ag-ui``: a RunAgentInput as AG-UI clients send it, the whole
+    conversation with the new user message last; answered with the run's events in the form
+    AG-UI clients keep whole (``202`` JSON only for a client that accepts nothing else)."""
+
+    renderer_classes = [EventStreamRenderer, JSONRenderer]
+    max_payload_bytes = CONVERSATION_MAX_PAYLOAD_BYTES
+    client_form = True
+
+    def parse(self, raw: Any) -> ConversationTurn:
+        return parse_conversation_turn(raw)
+
+
+def _cancel_on_disconnect(request: Request) -> bool:
+    """Whether a client that goes away mid-run cancels it: ``?on_disconnect=cancel`` (the
+    default) or ``continue``."""
+    value = request.query_params.get("on_disconnect", "cancel")
+    if value not in ("cancel", "continue"):
+        raise OnDisconnectInvalid()
+    return value == "cancel"
+
+
+def _read_body(request: Request, max_bytes: int) -> bytes:
     """The raw body, after the size rule (spec: payload ≤ 256KB, measured before parsing)."""
     content_type = request.content_type.split(";")[0].strip().lower()
     if content_type != "application/json":
         raise UnsupportedMediaType(content_type or "none")
     declared = request.META.get("CONTENT_LENGTH") or "0"
-    if declared.isdigit() and int(declared) > MAX_PAYLOAD_BYTES:
+    if declared.isdigit() and int(declared) > max_bytes:
         raise RunPayloadTooLarge()
     try:
         body = request.body
     except RequestDataTooBig:
         raise RunPayloadTooLarge() from None
-    if len(body) > MAX_PAYLOAD_BYTES:
+    if len(body) > max_bytes:
         raise RunPayloadTooLarge()
     return body
 

@@ -1,0 +1,256 @@
+"""AG-UI's single-request mode: a run's POST answered with the run's own event stream (what
+AG-UI's HttpAgent expects), the conversation endpoint ``POST /api/v1/agent/ag-ui``, and a
+client disconnect that cancels the run. Over real HTTP against daphne, with a real worker
+process running the jobs."""
+
+import json
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from agent_runs.models import Message, Run, RunEvent, Thread
+from agent_runs.protocols.agui.client_events import agui_client_event
+from tests.agent_runs.sse import SseStream, post_sse
+from tests.conftest import run_input, start_worker, stop_process, wait_for
+from tests.fake_llm import FakeOpenAI
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.integration]
+
+AG_UI = "/api/v1/agent/ag-ui"
+RUNS = "/api/v1/agent/runs"
+
+
+@pytest.fixture
+def worker(redis_queue: Any) -> Iterator[None]:
+    """A real worker process on the demo model."""
+    process = start_worker()
+    yield
+    stop_process(process)
+
+
+@pytest.fixture
+def slow_model(redis_queue: Any) -> Iterator[FakeOpenAI]:
+    """A real worker whose model takes 30 s to answer: a run stays mid-call."""
+    with FakeOpenAI() as model:
+        model.delay = 30
+        process = start_worker(
+            AGENT_WORKER_MODEL="openai/gpt-test",
+            OPENAI_BASE_URL=model.base_url,
+            OPENAI_API_KEY="sk-test",
+        )
+        try:
+            yield model
+        finally:
+            model.delay = 0
+            stop_process(process)
+
+
+def journal(run_id: str) -> list[tuple[str, dict[str, Any]]]:
+    events = RunEvent.objects.filter(run__run_id=run_id).order_by("pk")
+    return [(str(pk), payload) for pk, payload in events.values_list("pk", "payload")]
+
+
+def sent(stream: SseStream) -> list[tuple[str, dict[str, Any]]]:
+    return [(frame["id"], frame["data"]) for frame in stream.events]
+
+
+def conversation(*messages: dict[str, Any], **overrides: Any) -> dict[str, Any]:
+    """A body as AG-UI's HttpAgent sends it: the whole conversation, an empty
+    forwardedProps, its protocolVersion."""
+    body = run_input(messages=list(messages), forwardedProps={}, protocolVersion="1.0.0")
+    body.update(overrides)
+    return body
+
+
+def user(message_id: str, text: str) -> dict[str, Any]:
+    return {"id": message_id, "role": "user", "content": text}
+
+
+def test_a_post_asking_for_the_event_stream_is_answered_with_the_run_s_events(
+    alice_token, daphne_port, worker
+):
+    body = run_input(messages=[user("m1", "/tool calendar_list")], protocolVersion="1.0.0")
+
+    stream = post_sse(daphne_port, RUNS, body, token=alice_token)
+
+    assert stream.status == 200, stream.body
+    assert stream.headers["Content-Type"] == "text/event-stream"
+    assert sent(stream) == journal(body["runId"])  # the spec's shape, exactly as stored
+    assert stream.types[0] == "RUN_STARTED" and stream.types[-1] == "RUN_FINISHED"
+    assert "TOOL_CALL_RESULT" in stream.types
+    assert b"\r" not in stream.body  # frames split on "\n\n" only (HttpAgent's framing)
+    assert Run.objects.get(run_id=body["runId"]).status == Run.Status.COMPLETED
+
+
+def test_a_post_asking_for_json_is_still_accepted_with_202(alice, daphne_port, redis_queue):
+    for accept in ("application/json", None):
+        headers = {"HTTP_ACCEPT": accept} if accept else {}
+        response = alice.post(RUNS, run_input(), format="json", **headers)
+        assert response.status_code == 202, response.content
+        assert set(response.json()) == {"taskId", "threadId", "runId", "created"}
+
+
+def test_a_bad_body_asking_for_the_stream_is_a_json_error_and_stores_nothing(
+    alice_token, daphne_port
+):
+    body = run_input(messages=[user("m1", "x" * 10_001)])
+
+    stream = post_sse(daphne_port, RUNS, body, token=alice_token)
+
+    assert stream.status == 422
+    assert stream.headers["Content-Type"] == "application/json"
+    assert json.loads(stream.body) == {"detail": "RunAgentInput user message text exceeds limit"}
+    assert not Thread.objects.exists()
+
+
+def test_on_disconnect_takes_cancel_or_continue_only(alice_token, daphne_port):
+    stream = post_sse(
+        daphne_port, RUNS, run_input(), token=alice_token, query={"on_disconnect": "later"}
+    )
+
+    assert stream.status == 400
+    assert json.loads(stream.body) == {"detail": "on_disconnect must be cancel or continue"}
+    assert not Run.objects.exists()
+
+
+def test_a_client_that_goes_away_mid_run_cancels_it(alice_token, daphne_port, slow_model):
+    body = run_input()
+
+    stream = post_sse(
+        daphne_port,
+        RUNS,
+        body,
+        token=alice_token,
+        stop_when=lambda frame: frame.get("event") == "RUN_STARTED",
+    )  # and the connection is closed
+    closed = time.monotonic()
+
+    assert stream.types == ["RUN_STARTED"]
+    wait_for(lambda: Run.objects.get(run_id=body["runId"]).status == Run.Status.CANCELLED, 5)
+    assert time.monotonic() - closed < 1.0
+    wait_for(lambda: journal(body["runId"])[-1][1]["type"] == "RUN_ERROR", 5)
+    assert journal(body["runId"])[-1][1]["code"] == "cancelled"
+    assert not Message.objects.filter(run__run_id=body["runId"], role="assistant").exists()
+
+
+def test_on_disconnect_continue_lets_the_run_go_on(alice_token, daphne_port, slow_model):
+    body = run_input()
+
+    post_sse(
+        daphne_port,
+        RUNS,
+        body,
+        token=alice_token,
+        query={"on_disconnect": "continue"},
+        stop_when=lambda frame: frame.get("event") == "RUN_STARTED",
+    )
+    wait_for(lambda: slow_model.requests)
+    time.sleep(0.5)  # a cancel, had there been one, would have landed by now
+
+    assert Run.objects.get(run_id=body["runId"]).status == Run.Status.RUNNING
+
+
+def test_the_conversation_endpoint_takes_the_whole_conversation_every_turn(
+    alice_token, daphne_port, worker
+):
+    first = conversation(user("u1", "/tool calendar_list"))
+    thread_id = first["threadId"]
+
+    one = post_sse(daphne_port, AG_UI, first, token=alice_token)
+    # What the client now holds: its message, then one per message and tool call streamed.
+    held = [user("u1", "/tool calendar_list")]
+    for _id, event in sent(one):
+        if event["type"] in ("TEXT_MESSAGE_START", "TOOL_CALL_RESULT"):
+            held.append({"id": event["messageId"], "role": "assistant", "content": ""})
+    second = conversation(*held, user("u2", "And tomorrow?"), threadId=thread_id)
+    two = post_sse(daphne_port, AG_UI, second, token=alice_token)
+
+    assert one.status == two.status == 200, (one.body, two.body)
+    for stream, body in ((one, first), (two, second)):
+        # The stored events, in the form AG-UI clients keep whole.
+        assert sent(stream) == [(i, agui_client_event(e)) for i, e in journal(body["runId"])]
+        assert stream.types[-1] == "RUN_FINISHED"
+    user_messages = Message.objects.filter(thread_id=thread_id, role="user")
+    assert list(user_messages.values_list("message_id", flat=True)) == ["u1", "u2"]
+    assert Run.objects.get(run_id=second["runId"]).runtime_mode == "chat"  # the default
+
+
+def test_the_spec_fields_reach_an_agui_client_in_metadata(alice_token, daphne_port, worker):
+    body = conversation(user("u1", "/tool calendar_list"))
+
+    stream = post_sse(daphne_port, AG_UI, body, token=alice_token)
+
+    by_type = {event["type"]: event for _id, event in sent(stream)}
+    stored = {payload["type"]: payload for _id, payload in journal(body["runId"])}
+    end, result = by_type["TEXT_MESSAGE_END"], by_type["TOOL_CALL_RESULT"]
+    assert set(end) == {"type", "messageId", "metadata"}
+    for field in ("answer", "ui_schema", "status", "totalTokens", "usageComplete"):
+        assert end["metadata"][field] == stored["TEXT_MESSAGE_END"][field]
+    for field in ("status", "result", "error", "tool_call_id"):
+        assert result["metadata"][field] == stored["TOOL_CALL_RESULT"][field]
+    assert by_type["RUN_STARTED"] == stored["RUN_STARTED"]  # nothing to move
+
+
+@pytest.mark.parametrize(
+    ("messages", "status", "detail"),
+    [
+        (
+            [user("u1", "hi"), {"id": "a9", "role": "assistant", "content": "made up"}],
+            422,
+            "RunAgentInput.messages must end with the new user message",
+        ),
+        (
+            [{"id": "a9", "role": "assistant", "content": "made up"}, user("u2", "hi")],
+            422,
+            'RunAgentInput.messages: message "a9" is not in this thread',
+        ),
+        (
+            [user("u1", "hi"), user("u2", "")],
+            422,
+            "invalid RunAgentInput.messages[1].content: the message is empty",
+        ),
+    ],
+)
+def test_a_conversation_that_is_not_the_thread_s_is_a_clear_4xx(
+    alice_token, daphne_port, messages, status, detail
+):
+    stream = post_sse(daphne_port, AG_UI, conversation(*messages), token=alice_token)
+
+    assert stream.status == status
+    assert json.loads(stream.body) == {"detail": detail}
+    assert not Thread.objects.exists()
+
+
+def test_a_repeated_user_message_is_a_conflict(alice, alice_token, daphne_port, redis_queue):
+    first = conversation(user("u1", "hi"))
+    assert alice.post(AG_UI, first, format="json", HTTP_ACCEPT="application/json").status_code == (
+        202
+    )
+    again = conversation(user("u1", "hi"), threadId=first["threadId"])  # a new runId
+
+    stream = post_sse(daphne_port, AG_UI, again, token=alice_token)
+
+    assert stream.status == 409
+    assert json.loads(stream.body) == {
+        "detail": 'RunAgentInput.messages: the new user message "u1" is already in this thread'
+    }
+    assert Run.objects.count() == 1
+
+
+def test_a_stranger_cannot_add_a_turn_to_a_thread(alice, bob_token, daphne_port, redis_queue):
+    first = conversation(user("u1", "hi"))
+    assert alice.post(AG_UI, first, format="json", HTTP_ACCEPT="application/json").status_code == (
+        202
+    )
+
+    stream = post_sse(
+        daphne_port,
+        AG_UI,
+        conversation(user("u1", "hi"), user("u2", "mine now"), threadId=first["threadId"]),
+        token=bob_token,
+    )
+
+    assert stream.status == 404
+    assert Run.objects.count() == 1
