@@ -4,4 +4,5 @@ from django.urls import include, path
 
 urlpatterns = [
     path("", include("agent_runs.protocols.agui.urls")),
+    path("", include("agent_runs.protocols.agui.thread_urls")),
 ]

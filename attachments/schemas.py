@@ -1,7 +1,7 @@
 """Protocol shapes of attachments (docs/spec/chat-messages-and-attachments.md, Metadata Schema)."""
 
-from collections.abc import Sequence
-from typing import TypedDict
+from collections.abc import Mapping, Sequence
+from typing import Any, TypedDict
 
 from attachments.models import Attachment
 
@@ -36,3 +36,21 @@ def user_message_attachments_metadata(
     if len(shapes) == 1:
         return {"user_message_attachments": shapes[0]}
     return {"user_message_attachments": shapes[0], "user_message_attachments_all": shapes}
+
+
+def user_message_attachment_refs(metadata: Any) -> set[tuple[str, str]]:
+    """The ``(bucket, path)`` of every image a user message's ``metadata`` names (both keys
+    above); anything malformed is skipped."""
+    if not isinstance(metadata, Mapping):
+        return set()
+    entries: list[Any] = []
+    for key in ("user_message_attachments", "user_message_attachments_all"):
+        value = metadata.get(key)
+        entries.extend(value if isinstance(value, list) else [value])
+    return {
+        (entry["bucket"], entry["path"])
+        for entry in entries
+        if isinstance(entry, Mapping)
+        and isinstance(entry.get("bucket"), str)
+        and isinstance(entry.get("path"), str)
+    }

@@ -4,10 +4,14 @@ in a run's input, a 422 that does not say whether it exists), never a 403."""
 import logging
 from dataclasses import dataclass
 from datetime import datetime
+from functools import reduce
+from operator import or_
 
 from django.contrib.auth.models import AbstractBaseUser
+from django.db.models import Q
 from django.http import Http404
 
+from agent_runs.models import Message, Thread
 from attachments.errors import (
     AttachmentUrlInvalid,
     SignedUrlExpired,
@@ -15,6 +19,7 @@ from attachments.errors import (
     SignedUrlTampered,
 )
 from attachments.models import Attachment
+from attachments.schemas import user_message_attachment_refs
 from attachments.signing import (
     object_ref_validate,
     signed_token_verify,
@@ -99,3 +104,25 @@ def signed_content_get(*, bucket: str, path: str, token: str) -> SignedContent:
         content=attachment_read(attachment=attachment),
         expires_at=signed.expires_at,
     )
+
+
+def attachments_of_thread_only(*, thread: Thread) -> list[Attachment]:
+    """The owner's attachments that the thread's user messages name and no message of the
+    owner's other threads does: what deleting the thread leaves unused. It reads the owner's
+    user messages that have images (deleting a thread is rare; nothing indexes images)."""
+    with_images = Message.objects.filter(
+        thread__owner_id=thread.owner_id,
+        role=Message.Role.USER,
+        metadata__has_key="user_message_attachments",
+    ).values_list("thread_id", "metadata")
+    here: set[tuple[str, str]] = set()
+    elsewhere: set[tuple[str, str]] = set()
+    for thread_id, metadata in with_images:
+        (here if thread_id == thread.pk else elsewhere).update(
+            user_message_attachment_refs(metadata)
+        )
+    only_here = here - elsewhere
+    if not only_here:
+        return []
+    named = reduce(or_, (Q(bucket=bucket, path=path) for bucket, path in only_here))
+    return list(Attachment.objects.filter(named, owner_id=thread.owner_id))

@@ -3,6 +3,8 @@ Attachments, Flow step 1)."""
 
 import logging
 import uuid
+from collections.abc import Sequence
+from functools import partial
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
@@ -61,7 +63,13 @@ def _delete_quietly(name: str) -> None:
 
 def attachment_delete(*, attachment: Attachment) -> None:
     """Delete the row, then (once that commits) the object: a rollback keeps both."""
-    name = attachment.storage_name
+    attachments_delete(attachments=[attachment])
+
+
+def attachments_delete(*, attachments: Sequence[Attachment]) -> None:
+    """Delete the rows, then (once that commits) their objects: a rollback keeps both."""
+    names = [attachment.storage_name for attachment in attachments]
     with transaction.atomic():
-        attachment.delete()
-        transaction.on_commit(lambda: _delete_quietly(name))
+        Attachment.objects.filter(pk__in=[attachment.pk for attachment in attachments]).delete()
+        for name in names:
+            transaction.on_commit(partial(_delete_quietly, name))

@@ -68,7 +68,7 @@ class UsageRecordAdmin(admin.ModelAdmin):
         ("cost", admin.EmptyFieldListFilter),
         "usage_complete",
     )
-    search_fields = ("=run__run_id", "=model_id", "user__username")
+    search_fields = ("=run_ref", "=model_id", "user__username")
     list_select_related = ("user", "run")
     ordering = ("-created_at",)
     show_full_result_count = False  # a second COUNT(*) over a million rows buys nothing
@@ -82,8 +82,10 @@ class UsageRecordAdmin(admin.ModelAdmin):
 
     @admin.display(description="run", ordering="run")
     def run_link(self, record: UsageRecord) -> str:
+        if record.run_id is None:  # its thread was deleted; what was billed stays
+            return f"{record.run_ref} (deleted)"
         url = reverse("admin:agent_runs_run_change", args=[record.run_id])
-        return format_html('<a href="{}">{}</a>', url, record.run.run_id)
+        return format_html('<a href="{}">{}</a>', url, record.run_ref)
 
     @admin.display(description="cost", ordering="cost")
     def cost_display(self, record: UsageRecord) -> str:

@@ -90,7 +90,13 @@ class UsageRecord(models.Model):
     CostSource = CostSource
     Stage = Stage
 
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="usage_records")
+    # Empty once the run's thread is deleted: what was billed stays (costs never change after
+    # the fact), and ``thread_ref`` / ``run_ref`` still name the run it was billed for.
+    run = models.ForeignKey(
+        Run, on_delete=models.SET_NULL, null=True, blank=True, related_name="usage_records"
+    )
+    thread_ref = models.UUIDField(null=True, blank=True, help_text="The run's threadId.")
+    run_ref = models.CharField(max_length=128, blank=True, help_text="The run's runId.")
     # The run's owner, copied so costs per user need no join through runs and threads.
     user = models.ForeignKey(
         settings.AUTH_USER_MODEL,
@@ -155,7 +161,7 @@ class UsageRecord(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.model_id} · {self.stage} · run {self.run_id}"
+        return f"{self.model_id} · {self.stage} · run {self.run_ref}"
 
 
 class DailyUsage(models.Model):

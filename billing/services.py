@@ -40,7 +40,9 @@ def usage_record(
 
     Atomic on its own (a savepoint inside a transaction). Call it in autocommit, outside any
     long transaction: it also adds the call to its day's totals, whose rows stay locked until
-    the commit, and a record inside a transaction that rolls back is lost with it.
+    the commit, and a record inside a transaction that rolls back is lost with it. A call
+    whose run was deleted meanwhile (its thread deleted) is recorded all the same, without
+    its run: ``thread_ref`` and ``run_ref`` name it.
     """
     now = timezone.now()
     entry = selectors.price_entry_in_force(model_id=model_id, at=now)
@@ -51,34 +53,48 @@ def usage_record(
     )
     cost, cost_source = call_cost(priced)
     call = priced.usage
-    owner_id = run.thread.owner_id
-    with transaction.atomic():
-        record = UsageRecord.objects.create(
-            run=run,
-            user_id=owner_id,
-            stage=stage,
-            model_id=model_id,
-            created_at=now,
-            input_tokens=call.input_tokens,
-            output_tokens=call.output_tokens,
-            total_tokens=call.total_tokens,
-            cached_prompt_tokens=call.cached_prompt_tokens,
-            prompt_cache_hit_tokens=call.prompt_cache_hit_tokens,
-            prompt_cache_miss_tokens=call.prompt_cache_miss_tokens,
-            reasoning_tokens=call.reasoning_tokens,
-            latency_ms=call.latency_ms,
-            usage_complete=call.usage_complete,
-            direct_cost=call.direct_cost,
-            catalog_cost=priced.catalog_cost,
-            cost=cost,
-            currency=priced.currency,
-            cost_source=cost_source,
-            price_entry=entry,
-            usage=_jsonable(usage),
-            metadata=_jsonable(metadata),
-        )
-        _daily_usage_add(record)
+    record = UsageRecord(
+        run=run,
+        thread_ref=run.thread_id,
+        run_ref=run.run_id,
+        user_id=run.thread.owner_id,
+        stage=stage,
+        model_id=model_id,
+        created_at=now,
+        input_tokens=call.input_tokens,
+        output_tokens=call.output_tokens,
+        total_tokens=call.total_tokens,
+        cached_prompt_tokens=call.cached_prompt_tokens,
+        prompt_cache_hit_tokens=call.prompt_cache_hit_tokens,
+        prompt_cache_miss_tokens=call.prompt_cache_miss_tokens,
+        reasoning_tokens=call.reasoning_tokens,
+        latency_ms=call.latency_ms,
+        usage_complete=call.usage_complete,
+        direct_cost=call.direct_cost,
+        catalog_cost=priced.catalog_cost,
+        cost=cost,
+        currency=priced.currency,
+        cost_source=cost_source,
+        price_entry=entry,
+        usage=_jsonable(usage),
+        metadata=_jsonable(metadata),
+    )
+    try:
+        _usage_record_store(record)
+    except IntegrityError:
+        if Run.objects.filter(pk=run.pk).exists():
+            raise
+        # The run's thread was deleted while the call ran (its job stopped late): the call
+        # is billed all the same, still named by its thread_ref and run_ref.
+        record.pk, record.run = None, None
+        _usage_record_store(record)
     return record
+
+
+def _usage_record_store(record: UsageRecord) -> None:
+    with transaction.atomic():
+        record.save(force_insert=True)
+        _daily_usage_add(record)
 
 
 def _daily_usage_add(record: UsageRecord) -> None:

@@ -10,7 +10,7 @@ checked in the same statement as each write), so a job that lost its run writes 
 
 import logging
 import uuid
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from ag_ui.core import RunErrorEvent, RunStartedEvent
 from django.conf import settings
@@ -69,12 +69,16 @@ def run_heartbeat(*, run_pk: int, claim_token: uuid.UUID) -> bool:
 
 def run_complete(*, run: Run, claim_token: uuid.UUID) -> bool:
     """Mark the job's run completed; ``False`` when it is no longer the job's to end."""
-    return (
+    now = timezone.now()
+    completed = (
         Run.objects.filter(pk=run.pk, claim_token=claim_token, status=Run.Status.RUNNING).update(
-            status=Run.Status.COMPLETED, finished_at=timezone.now()
+            status=Run.Status.COMPLETED, finished_at=now
         )
         == 1
     )
+    if completed:
+        _thread_active(thread_id=run.thread_id, at=now)
+    return completed
 
 
 def run_fail(
@@ -95,9 +99,11 @@ def run_fail(
             return False  # it ended otherwise; whoever ended it ended its journal
         if claim_token is not None and run.claim_token != claim_token:
             return False
+        now = timezone.now()
         Run.objects.filter(pk=run_pk).update(
-            status=Run.Status.FAILED, error=error[-_MAX_ERROR_CHARS:], finished_at=timezone.now()
+            status=Run.Status.FAILED, error=error[-_MAX_ERROR_CHARS:], finished_at=now
         )
+    _thread_active(thread_id=run.thread_id, at=now)
     if stop_job:
         job_stop(job_id=str(run.task_id), wait=False)
     _run_journal_end(run, code=code, message=RUN_ERROR_MESSAGE)
@@ -110,19 +116,29 @@ def run_cancel(*, run: Run) -> Run:
     ``code: "cancelled"``, told apart from a failure by its code. A queued run's journal gets
     the same two events when its turn comes. A run that has ended is left as it is, so
     cancelling twice is harmless."""
+    now = timezone.now()
     with transaction.atomic():
         locked = Run.objects.select_for_update().get(pk=run.pk)
         was_running = locked.status == Run.Status.RUNNING
-        if locked.status in _ACTIVE:
-            Run.objects.filter(pk=run.pk).update(
-                status=Run.Status.CANCELLED, finished_at=timezone.now()
-            )
+        was_active = locked.status in _ACTIVE
+        if was_active:
+            Run.objects.filter(pk=run.pk).update(status=Run.Status.CANCELLED, finished_at=now)
+    if was_active:
+        _thread_active(thread_id=run.thread_id, at=now)
     if was_running:
         job_stop(job_id=str(run.task_id))
         _run_journal_end(run, code=RUN_CANCELLED_CODE, message=RUN_CANCELLED_MESSAGE)
     run_dispatch_next(thread_id=run.thread_id)
     run.refresh_from_db()
     return run
+
+
+def _thread_active(*, thread_id: uuid.UUID, at: datetime) -> None:
+    """A run of the thread ended: that is the thread's latest activity (``updated_at``, by
+    which its owner's threads are listed), as each message stored is. Outside the run's row
+    lock where the caller can (cancel, fail): a stage storing its messages locks the thread
+    and the run in one statement, and the two orders would deadlock."""
+    Thread.objects.filter(pk=thread_id, updated_at__lt=at).update(updated_at=at)
 
 
 def _run_journal_end(run: Run, *, code: str, message: str) -> None:

@@ -202,13 +202,14 @@ def _insert_records(count: int, *, run_ids: list[int], user_ids: list[int]) -> N
         cursor.execute(
             f"""
             INSERT INTO {table} (
-                run_id, user_id, stage, model_id, created_at, input_tokens, output_tokens,
+                run_id, run_ref, user_id, stage, model_id, created_at, input_tokens, output_tokens,
                 total_tokens, cached_prompt_tokens, prompt_cache_hit_tokens,
                 prompt_cache_miss_tokens, reasoning_tokens, latency_ms, usage_complete,
                 catalog_cost, cost, currency, cost_source, usage, metadata
             )
             SELECT
                 (%(runs)s::bigint[])[1 + g %% cardinality(%(runs)s::bigint[])],
+                'bench',
                 (%(users)s::bigint[])[1 + g %% cardinality(%(users)s::bigint[])],
                 'worker',
                 (%(models)s::text[])[1 + (g * 7) %% cardinality(%(models)s::text[])],

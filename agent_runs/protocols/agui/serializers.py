@@ -1,0 +1,134 @@
+"""Response shapes of the threads-and-runs REST endpoints (docs/protocols/agui.md, Threads and
+runs), camelCase as the rest of AG-UI. Output only: these endpoints take no body."""
+
+from typing import Any
+
+from django.conf import settings
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from agent_runs.models import Run, Thread
+from billing.schemas import CostSource, UsageSummary
+from billing.selectors import format_cost
+
+
+class LatestRunSerializer(serializers.Serializer):
+    """A thread's newest run, in brief."""
+
+    runId = serializers.CharField()
+    status = serializers.ChoiceField(choices=Run.Status.choices)
+    createdAt = serializers.DateTimeField()
+    finishedAt = serializers.DateTimeField(allow_null=True)
+
+
+class ThreadSerializer(serializers.Serializer):
+    """A thread; ``updatedAt`` is its latest activity (a message stored, a run ended)."""
+
+    threadId = serializers.UUIDField(source="id")
+    createdAt = serializers.DateTimeField(source="created_at")
+    updatedAt = serializers.DateTimeField(source="updated_at")
+    latestRun = serializers.SerializerMethodField(method_name="latest_run")
+
+    @extend_schema_field(LatestRunSerializer(allow_null=True))
+    def latest_run(self, thread: Thread) -> dict[str, Any] | None:
+        # Annotated by agent_runs.selectors.threads.
+        if thread.latest_run_run_id is None:  # type: ignore[attr-defined]
+            return None
+        return {
+            "runId": thread.latest_run_run_id,  # type: ignore[attr-defined]
+            "status": thread.latest_run_status,  # type: ignore[attr-defined]
+            "createdAt": _iso(thread.latest_run_created_at),  # type: ignore[attr-defined]
+            "finishedAt": _iso(thread.latest_run_finished_at),  # type: ignore[attr-defined]
+        }
+
+
+class ThreadDetailSerializer(ThreadSerializer):
+    runCount = serializers.IntegerField(source="run_count")
+
+
+class ThreadPageSerializer(serializers.Serializer):
+    threads = ThreadSerializer(many=True)
+    next = serializers.CharField(
+        allow_null=True, help_text="The cursor of the next page; null on the last page."
+    )
+
+
+class RunSerializer(serializers.Serializer):
+    """A run. ``errorCode`` is its ``RUN_ERROR``'s code (``cancelled``, ``model_error``, …):
+    null while it has none."""
+
+    threadId = serializers.UUIDField(source="thread_id")
+    runId = serializers.CharField(source="run_id")
+    parentRunId = serializers.SerializerMethodField(method_name="parent_run_id")
+    status = serializers.ChoiceField(choices=Run.Status.choices)
+    runtimeMode = serializers.ChoiceField(source="runtime_mode", choices=Run.RuntimeMode.choices)
+    createdAt = serializers.DateTimeField(source="created_at")
+    startedAt = serializers.DateTimeField(source="started_at", allow_null=True)
+    finishedAt = serializers.DateTimeField(source="finished_at", allow_null=True)
+    errorCode = serializers.CharField(source="error_code", allow_null=True)
+
+    @extend_schema_field(serializers.CharField(allow_null=True))
+    def parent_run_id(self, run: Run) -> str | None:
+        return run.parent_run_id or None
+
+
+class RunPageSerializer(serializers.Serializer):
+    runs = RunSerializer(many=True)
+    next = serializers.CharField(
+        allow_null=True, help_text="The cursor of the next page; null on the last page."
+    )
+
+
+class UsageSerializer(serializers.Serializer):
+    """The run's model calls' tokens, summed (docs/spec/sse-events-and-usage.md, 5.3)."""
+
+    inputTokens = serializers.IntegerField(source="input_tokens")
+    outputTokens = serializers.IntegerField(source="output_tokens")
+    totalTokens = serializers.IntegerField(source="total_tokens")
+    cachedPromptTokens = serializers.IntegerField(source="cached_prompt_tokens")
+    promptCacheHitTokens = serializers.IntegerField(source="prompt_cache_hit_tokens")
+    promptCacheMissTokens = serializers.IntegerField(source="prompt_cache_miss_tokens")
+    reasoningTokens = serializers.IntegerField(source="reasoning_tokens")
+    modelCalls = serializers.IntegerField(source="model_call_records")
+    usageComplete = serializers.BooleanField(source="usage_complete")
+
+
+class CostSerializer(serializers.Serializer):
+    """The run's cost (spec 5.4-5.6): ``amount`` a decimal string, null when unknown (a call
+    without a catalog price, or calls in different currencies)."""
+
+    amount = serializers.SerializerMethodField()
+    currency = serializers.SerializerMethodField()
+    costSource = serializers.ChoiceField(source="cost_source", choices=CostSource.choices)
+    unpricedCalls = serializers.IntegerField(source="unpriced_calls")
+
+    @extend_schema_field(
+        {"type": ["string", "null"], "format": "decimal", "examples": ["0.000611856"]}
+    )
+    def get_amount(self, usage: UsageSummary) -> str | None:
+        return None if usage.cost is None else format_cost(usage.cost)
+
+    @extend_schema_field(serializers.CharField(allow_null=True))
+    def get_currency(self, usage: UsageSummary) -> str | None:
+        if not usage.model_call_records:
+            return str(settings.BILLING_DEFAULT_CURRENCY)  # nothing billed, in any currency
+        return usage.currency or None  # "": calls in different currencies
+
+
+class RunDetailSerializer(RunSerializer):
+    """A run with its usage and cost (``context["usage"]``, the run's UsageSummary)."""
+
+    usage = serializers.SerializerMethodField(method_name="usage_totals")
+    cost = serializers.SerializerMethodField(method_name="cost_totals")
+
+    @extend_schema_field(UsageSerializer)
+    def usage_totals(self, run: Run) -> dict[str, Any]:
+        return dict(UsageSerializer(self.context["usage"]).data)
+
+    @extend_schema_field(CostSerializer)
+    def cost_totals(self, run: Run) -> dict[str, Any]:
+        return dict(CostSerializer(self.context["usage"]).data)
+
+
+def _iso(moment: Any) -> str | None:
+    return None if moment is None else serializers.DateTimeField().to_representation(moment)

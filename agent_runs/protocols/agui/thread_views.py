@@ -1,0 +1,112 @@
+"""The threads-and-runs REST endpoints (docs/protocols/agui.md, Threads and runs): the caller's
+threads and runs, read a page at a time, and a thread's deletion."""
+
+import uuid
+from typing import cast
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.http import Http404
+from rest_framework import status
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from agent_runs.protocols.agui.pagination import (
+    parse_page_query,
+    run_cursor,
+    run_position,
+    thread_cursor,
+    thread_position,
+)
+from agent_runs.protocols.agui.parsing import MAX_RUN_ID_LENGTH
+from agent_runs.protocols.agui.serializers import (
+    RunDetailSerializer,
+    RunPageSerializer,
+    ThreadDetailSerializer,
+    ThreadPageSerializer,
+)
+from agent_runs.run_input import parse_uuid
+from agent_runs.selectors.runs import thread_get_for_user
+from agent_runs.selectors.threads import (
+    RunPosition,
+    ThreadPosition,
+    run_detail_get_for_user,
+    runs_page_of_thread,
+    thread_detail_get_for_user,
+    threads_page_for_user,
+)
+from agent_runs.services.threads import thread_delete
+from billing.selectors import run_usage_summary
+
+
+class ThreadListApi(APIView):
+    """``GET /api/v1/agent/threads?limit=&cursor=``: the caller's threads, latest activity
+    first."""
+
+    def get(self, request: Request) -> Response:
+        query = parse_page_query(request.query_params)
+        page = threads_page_for_user(
+            user=_user(request),
+            after=thread_position(query.cursor) if query.cursor else None,
+            limit=query.limit,
+        )
+        last = page.items[-1] if page.has_more else None
+        next_cursor = thread_cursor(ThreadPosition(last.updated_at, last.id)) if last else None
+        return Response(ThreadPageSerializer({"threads": page.items, "next": next_cursor}).data)
+
+
+class ThreadDetailApi(APIView):
+    """``GET /api/v1/agent/threads/{thread_id}``: the thread; ``DELETE``: the thread and what
+    it holds (its running or queued runs cancelled first)."""
+
+    def get(self, request: Request, thread_id: uuid.UUID) -> Response:
+        thread = thread_detail_get_for_user(user=_user(request), thread_id=thread_id)
+        return Response(ThreadDetailSerializer(thread).data)
+
+    def delete(self, request: Request, thread_id: uuid.UUID) -> Response:
+        thread_delete(thread=thread_get_for_user(user=_user(request), thread_id=thread_id))
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class ThreadRunListApi(APIView):
+    """``GET /api/v1/agent/threads/{thread_id}/runs?limit=&cursor=``: the thread's runs,
+    newest first."""
+
+    def get(self, request: Request, thread_id: uuid.UUID) -> Response:
+        query = parse_page_query(request.query_params)
+        after = run_position(query.cursor) if query.cursor else None
+        thread = thread_get_for_user(user=_user(request), thread_id=thread_id)
+        page = runs_page_of_thread(thread=thread, after=after, limit=query.limit)
+        last = page.items[-1] if page.has_more else None
+        next_cursor = run_cursor(RunPosition(last.created_at, last.pk)) if last else None
+        return Response(RunPageSerializer({"runs": page.items, "next": next_cursor}).data)
+
+
+class RunDetailApi(APIView):
+    """``GET /api/v1/agent/runs/{run_id}?threadId=``: the run with its usage and cost;
+    ``threadId`` picks the thread when the caller used the runId in several."""
+
+    def get(self, request: Request, run_id: str) -> Response:
+        if "\x00" in run_id or len(run_id) > MAX_RUN_ID_LENGTH:
+            raise Http404  # no run has such an id
+        thread_id = request.query_params.get("threadId")
+        run = run_detail_get_for_user(
+            user=_user(request),
+            run_id=run_id,
+            thread_id=_uuid_or_404(thread_id) if thread_id is not None else None,
+        )
+        usage = run_usage_summary(run=run)
+        return Response(RunDetailSerializer(run, context={"usage": usage}).data)
+
+
+def _user(request: Request) -> AbstractBaseUser:
+    # IsAuthenticated has already refused anonymous callers.
+    return cast(AbstractBaseUser, request.user)
+
+
+def _uuid_or_404(value: str) -> uuid.UUID:
+    """A ``threadId`` query that is no UUID names no thread of the caller's."""
+    thread_id = parse_uuid(value)
+    if thread_id is None:
+        raise Http404
+    return thread_id
