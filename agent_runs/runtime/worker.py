@@ -75,6 +75,7 @@ class RunWorker(SimpleWorker):
         try:
             return bool(super().work(*args, **kwargs))
         finally:
+            job_stop.reset()  # a stop asked of the last job must not stop the clean-up
             run_coroutine(close_event_connection())
             bookkeeping().close_connection()
 
