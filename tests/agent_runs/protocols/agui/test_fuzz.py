@@ -1,8 +1,9 @@
 """Property-based fuzzing of the AG-UI edge.
 
-``POST /api/v1/agent/runs`` through Django's test client with bodies made of arbitrary JSON
-(NUL, lone surrogates, huge integers, ``NaN``/``Infinity`` as raw text, deep nesting), of
-mutations of a valid RunAgentInput, and of arbitrary bytes; and the events endpoint over real
+``POST /api/v1/agent/runs`` (and the conversation endpoint ``POST /api/v1/agent/ag-ui``)
+through Django's test client with bodies made of arbitrary JSON (NUL, lone surrogates, huge
+integers, ``NaN``/``Infinity`` as raw text, deep nesting), of mutations of a valid
+RunAgentInput, and of arbitrary bytes; and the events endpoint over real
 HTTP against daphne with arbitrary cursors and query values. Whatever is sent, the answer is
 never a 5xx, a 4xx is JSON ``{"detail": "<string>"}``, and a rejected run writes nothing.
 """
@@ -24,6 +25,7 @@ from tests.agent_runs.sse import read_sse
 from tests.conftest import post_run, run_input, work_burst
 
 URL = "/api/v1/agent/runs"
+AG_UI = "/api/v1/agent/ag-ui"
 
 # No example database: each run draws anew, and none is kept between runs (hypothesis still
 # caches some data in .hypothesis/, which ignores itself in git).
@@ -188,6 +190,8 @@ PATHS: list[tuple[str | int, ...]] = [
     ("forwardedProps", "client_time", "device_timezone"),
     ("forwardedProps", "client_time", "client_now_iso"),
     ("forwardedProps", "client_time", "client_epoch_ms"),
+    ("protocolVersion",),
+    ("resume",),
 ]
 
 DELETE = object()
@@ -265,11 +269,14 @@ def row_counts() -> tuple[int, int, int]:
     return Thread.objects.count(), Run.objects.count(), Message.objects.count()
 
 
-def assert_answered(client: Any, raw: bytes) -> None:
-    """The request is answered below 500; a 4xx is ``{"detail": str}`` and writes nothing."""
+def assert_answered(client: Any, raw: bytes, url: str = URL) -> None:
+    """The request is answered below 500; a 4xx is ``{"detail": str}`` and writes nothing.
+    (Asking for JSON: what comes after validation, the stream, is tested over HTTP.)"""
     before = row_counts()
     data: Any = raw  # the stub says str; Django's test client sends bytes as they are
-    response = client.generic("POST", URL, data=data, content_type="application/json")
+    response = client.generic(
+        "POST", url, data=data, content_type="application/json", HTTP_ACCEPT="application/json"
+    )
     assert response.status_code < 500, response.content
     event(f"POST {response.status_code}")
     if response.status_code >= 400:
@@ -309,6 +316,27 @@ def test_a_mutated_run_agent_input_is_answered_below_500(alice, raw):
 @given(raw=damaged_bytes())
 def test_arbitrary_bytes_as_json_are_answered_below_500(alice, raw):
     assert_answered(alice, raw)
+
+
+@st.composite
+def conversations(draw: st.DrawFn) -> bytes:
+    """Mutated bodies as AG-UI clients send them: ``forwardedProps`` often empty, and at
+    times earlier messages before a new user message (unknown to a new thread)."""
+    body = valid_body(draw(st.uuids()), draw(st.sampled_from(["plain", "blocks", "full"])))
+    if draw(st.booleans()):
+        body["forwardedProps"] = {}
+    if body["messages"][-1]["role"] != "user" and draw(st.booleans()):
+        body["messages"].append({"id": "msg-new", "role": "user", "content": "And then?"})
+    for _ in range(draw(st.integers(min_value=0, max_value=3))):
+        mutated(body, draw(st.sampled_from(PATHS)), draw(REPLACEMENTS))
+    return encode(body, ascii_only=draw(st.booleans()))
+
+
+@pytest.mark.django_db
+@settings(FUZZ, max_examples=200)
+@given(raw=st.one_of(conversations(), damaged_bytes(), JSON_VALUES.map(lambda v: encode(v, True))))
+def test_any_conversation_body_is_answered_below_500(alice, raw):
+    assert_answered(alice, raw, url=AG_UI)
 
 
 @pytest.mark.django_db
