@@ -8,7 +8,13 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.core.files.uploadhandler import FileUploadHandler
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
-from rest_framework import status
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    OpenApiResponse,
+    extend_schema,
+    inline_serializer,
+)
+from rest_framework import serializers, status
 from rest_framework.negotiation import BaseContentNegotiation
 from rest_framework.parsers import MultiPartParser
 from rest_framework.permissions import AllowAny
@@ -19,9 +25,13 @@ from rest_framework.views import APIView
 from attachments import selectors, services
 from attachments.errors import AttachmentFileMissing, AttachmentTooLarge, ObjectPathInvalid
 from attachments.signing import signed_url_create
+from config.openapi import error_responses
 
 # What multipart framing (boundaries, part headers, a short form field) adds around a file.
 _MULTIPART_OVERHEAD_BYTES = 64 * 1024
+# The image types an upload may be (attachments/images.py), served back as stored.
+_IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")
+_BINARY = {"type": "string", "format": "binary"}
 
 
 class AttachmentUploadApi(APIView):
@@ -30,12 +40,47 @@ class AttachmentUploadApi(APIView):
 
     parser_classes = [MultiPartParser]
 
+    @extend_schema(
+        operation_id="attachments_create",
+        summary="Upload an image",
+        tags=["attachments"],
+        request={
+            "multipart/form-data": {
+                "type": "object",
+                "properties": {"file": _BINARY},
+                "required": ["file"],
+            }
+        },
+        responses={
+            201: inline_serializer(
+                "AttachmentUploaded",
+                {
+                    "bucket": serializers.CharField(),
+                    "path": serializers.CharField(),
+                    "mime_type": serializers.ChoiceField(choices=_IMAGE_TYPES),
+                    "url": serializers.URLField(help_text="A signed URL of the image."),
+                },
+            ),
+            **error_responses(
+                400,
+                401,
+                403,
+                413,
+                415,
+                e400="No file field, or more than one file",
+                e415="Not an image that decodes",
+            ),
+        },
+    )
+    def post(self, request: Request) -> Response:
+        return self._upload(request)
+
     def initialize_request(self, request: HttpRequest, *args: Any, **kwargs: Any) -> Request:
         # Before anything can read the body (session authentication's CSRF check reads POST).
         request.upload_handlers.insert(0, _SizeLimitUploadHandler(settings.ATTACHMENT_MAX_BYTES))
         return super().initialize_request(request, *args, **kwargs)
 
-    def post(self, request: Request) -> Response:
+    def _upload(self, request: Request) -> Response:
         files = request.FILES.getlist("file")
         if len(files) != 1:
             raise AttachmentFileMissing("send exactly one image in the multipart field 'file'")
@@ -55,6 +100,26 @@ class AttachmentSignedUrlApi(APIView):
     """``GET /api/v1/agent/attachments/signed-url?bucket=…&path=…``: a fresh signed URL
     ``{bucket, path, url}`` for an object the caller owns; 404 otherwise."""
 
+    @extend_schema(
+        operation_id="attachments_signed_url_retrieve",
+        summary="A fresh signed URL of an image of the caller's",
+        tags=["attachments"],
+        parameters=[
+            OpenApiParameter("bucket", str, required=True),
+            OpenApiParameter("path", str, required=True),
+        ],
+        responses={
+            200: inline_serializer(
+                "AttachmentSignedUrl",
+                {
+                    "bucket": serializers.CharField(),
+                    "path": serializers.CharField(),
+                    "url": serializers.URLField(),
+                },
+            ),
+            **error_responses(400, 401, 404, e400="A missing or unsafe bucket or path"),
+        },
+    )
     def get(self, request: Request) -> Response:
         bucket = request.query_params.get("bucket", "")
         path = request.query_params.get("path", "")
@@ -89,6 +154,31 @@ class SignedObjectApi(APIView):
     permission_classes = [AllowAny]
     content_negotiation_class = _AnyAccept
 
+    @extend_schema(
+        operation_id="storage_signed_object_retrieve",
+        summary="The image a signed URL grants",
+        description="The token is the credential: no other authentication is read.",
+        tags=["attachments"],
+        auth=[],
+        parameters=[OpenApiParameter("token", str, required=True)],
+        responses={
+            **{
+                (200, image_type): OpenApiResponse(_BINARY, description="The stored image.")
+                for image_type in _IMAGE_TYPES
+            },
+            **{
+                (status_code, "application/json"): error
+                for status_code, error in error_responses(
+                    400,
+                    403,
+                    404,
+                    e400="A missing or malformed token, or an unsafe bucket or path",
+                    e403="A token tampered with, for another object, or expired",
+                    e404="The object is gone",
+                ).items()
+            },
+        },
+    )
     def get(self, request: Request, bucket: str, path: str) -> HttpResponse:
         signed = selectors.signed_content_get(
             bucket=bucket, path=path, token=request.query_params.get("token", "")

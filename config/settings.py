@@ -44,6 +44,8 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "rest_framework",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",  # Swagger UI and Redoc as static files: the docs work offline
     "django_rq",
     "agent_runs",
     "history",
@@ -238,6 +240,34 @@ REST_FRAMEWORK = {
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "EXCEPTION_HANDLER": "config.exceptions.api_exception_handler",
     "UNAUTHENTICATED_USER": None,
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+}
+
+# The OpenAPI schema (/api/schema/) and its pages (/api/docs/, /api/redoc/), described in
+# config/openapi.py. Public: the schema holds no secret, and every endpoint it lists still
+# asks for credentials.
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Agent run server API",
+    "DESCRIPTION": (
+        "Runs AI agents and streams every step as AG-UI events (docs/protocols/agui.md). "
+        'Errors are `{"detail": "<message>"}`.'
+    ),
+    "VERSION": "1",
+    "OAS_VERSION": "3.1.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SERVE_PERMISSIONS": ["rest_framework.permissions.AllowAny"],
+    "SERVE_AUTHENTICATION": [],
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "ENUM_NAME_OVERRIDES": {
+        "RunStatusEnum": "agent_runs.models.Run.Status",
+        "BadgeStatusEnum": ["info", "success", "warning", "error", "pending"],
+    },
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "config.openapi.channels_routes_add",
+    ],
 }
 
 AUTH_PASSWORD_VALIDATORS = [

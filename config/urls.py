@@ -1,5 +1,9 @@
 from django.contrib import admin
 from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
+
+# Registers the AG-UI views' schema descriptions (drf-spectacular extensions).
+import agent_runs.protocols.agui.openapi  # noqa: F401
 
 urlpatterns = [
     path("admin/", admin.site.urls),
@@ -7,4 +11,9 @@ urlpatterns = [
     path("api/v1/agent/history", include("history.urls")),
     path("api/v1/agent/", include("attachments.urls")),
     path("storage/v1/object/sign/", include("attachments.storage_urls")),
+    # The OpenAPI schema and its pages (config/openapi.py), public; the pages' scripts are
+    # this service's static files.
+    path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="schema-docs"),
+    path("api/redoc/", SpectacularRedocView.as_view(url_name="schema"), name="schema-redoc"),
 ]

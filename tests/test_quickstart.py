@@ -1,10 +1,11 @@
 """The README's first command: the quick start (SQLite, an embedded Redis, the demo model)
 serves runs end to end, its worker writing events from its reply's loop on SQLite, two runs
-of one thread one after the other."""
+of one thread one after the other; and its API reference pages, with their scripts."""
 
 import http.client
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -20,6 +21,16 @@ from tests.conftest import free_port, wait_for_port
 pytestmark = pytest.mark.integration
 
 TERMINAL = {"RUN_FINISHED", "RUN_ERROR"}
+
+
+def http_get(port: int, path: str | bytes) -> tuple[int, bytes]:
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        connection.request("GET", path if isinstance(path, str) else path.decode())
+        response = connection.getresponse()
+        return response.status, response.read()
+    finally:
+        connection.close()
 
 
 def test_the_quick_start_runs_two_tool_runs_of_one_thread_to_their_end(tmp_path: Path):
@@ -75,6 +86,13 @@ def test_the_quick_start_runs_two_tool_runs_of_one_thread_to_their_end(tmp_path:
             ),
             timeout=60,
         )
+        docs = {path: http_get(port, path) for path in ("/api/docs/", "/api/redoc/")}
+        schema = http_get(port, "/api/schema/?format=json")
+        assets = {
+            src: http_get(port, src)[0]
+            for _, page in docs.values()
+            for src in re.findall(rb'(?:src|href)="([^"]+)"', page)
+        }
     finally:
         service.send_signal(signal.SIGINT)
         try:
@@ -82,6 +100,11 @@ def test_the_quick_start_runs_two_tool_runs_of_one_thread_to_their_end(tmp_path:
         except subprocess.TimeoutExpired:
             service.kill()
 
+    # The API reference works in the quick start, offline: its scripts are served here.
+    assert [status for status, _ in docs.values()] == [200, 200]
+    assert schema[0] == 200 and json.loads(schema[1])["paths"]
+    assert assets and all(src.startswith(b"/static/") for src in assets)
+    assert set(assets.values()) == {200}
     ends = [(e["data"]["runId"], e["event"]) for e in stream.events if e["event"] in TERMINAL]
     assert ends == [("run-1", "RUN_FINISHED"), ("run-2", "RUN_FINISHED")]
     assert stream.types.count("TOOL_CALL_RESULT") == 2

@@ -33,6 +33,9 @@ class Command(BaseCommand):
             if not os.environ.get("REDIS_URL"):
                 self._start_embedded_redis()
             call_command("migrate", interactive=False, verbosity=0)
+            if not settings.DEBUG:
+                # WhiteNoise serves STATIC_ROOT (the admin's, the API docs' scripts).
+                call_command("collectstatic", interactive=False, verbosity=0)
             self._start_service(host=str(options["host"]), port=int(str(options["port"])))
             self._wait()
         finally:

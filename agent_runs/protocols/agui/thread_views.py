@@ -6,12 +6,15 @@ from typing import cast
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.http import Http404
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agent_runs.protocols.agui.pagination import (
+    MAX_LIMIT,
     parse_page_query,
     run_cursor,
     run_position,
@@ -37,12 +40,27 @@ from agent_runs.selectors.threads import (
 )
 from agent_runs.services.threads import thread_delete
 from billing.selectors import run_usage_summary
+from config.openapi import error_responses
+
+_PAGE_PARAMETERS = [
+    OpenApiParameter("limit", int, description=f"Items per page, 1 to {MAX_LIMIT} (default 20)."),
+    OpenApiParameter("cursor", str, description="The `next` of the page before."),
+]
+_PAGE_ERRORS = error_responses(400, 401, e400="A limit or cursor this API cannot read")
 
 
 class ThreadListApi(APIView):
     """``GET /api/v1/agent/threads?limit=&cursor=``: the caller's threads, latest activity
     first."""
 
+    @extend_schema(
+        operation_id="threads_list",
+        summary="The caller's threads",
+        description="Latest activity first: a message stored or a run ended. Keyset pages.",
+        tags=["threads"],
+        parameters=_PAGE_PARAMETERS,
+        responses={200: ThreadPageSerializer, **_PAGE_ERRORS},
+    )
     def get(self, request: Request) -> Response:
         query = parse_page_query(request.query_params)
         page = threads_page_for_user(
@@ -59,10 +77,25 @@ class ThreadDetailApi(APIView):
     """``GET /api/v1/agent/threads/{thread_id}``: the thread; ``DELETE``: the thread and what
     it holds (its running or queued runs cancelled first)."""
 
+    @extend_schema(
+        operation_id="threads_retrieve",
+        summary="A thread",
+        tags=["threads"],
+        responses={200: ThreadDetailSerializer, **error_responses(401, 404)},
+    )
     def get(self, request: Request, thread_id: uuid.UUID) -> Response:
         thread = thread_detail_get_for_user(user=_user(request), thread_id=thread_id)
         return Response(ThreadDetailSerializer(thread).data)
 
+    @extend_schema(
+        operation_id="threads_destroy",
+        summary="Delete a thread",
+        description="Its running or queued runs are cancelled first; then its messages, runs, "
+        "events, the calendar events its runs made and the attachments only it names go. "
+        "Usage records stay.",
+        tags=["threads"],
+        responses={204: None, **error_responses(401, 403, 404)},
+    )
     def delete(self, request: Request, thread_id: uuid.UUID) -> Response:
         thread_delete(thread=thread_get_for_user(user=_user(request), thread_id=thread_id))
         return Response(status=status.HTTP_204_NO_CONTENT)
@@ -72,6 +105,14 @@ class ThreadRunListApi(APIView):
     """``GET /api/v1/agent/threads/{thread_id}/runs?limit=&cursor=``: the thread's runs,
     newest first."""
 
+    @extend_schema(
+        operation_id="threads_runs_list",
+        summary="A thread's runs",
+        description="Newest first. Keyset pages.",
+        tags=["threads"],
+        parameters=_PAGE_PARAMETERS,
+        responses={200: RunPageSerializer, **_PAGE_ERRORS, **error_responses(404)},
+    )
     def get(self, request: Request, thread_id: uuid.UUID) -> Response:
         query = parse_page_query(request.query_params)
         after = run_position(query.cursor) if query.cursor else None
@@ -86,6 +127,24 @@ class RunDetailApi(APIView):
     """``GET /api/v1/agent/runs/{run_id}?threadId=``: the run with its usage and cost;
     ``threadId`` picks the thread when the caller used the runId in several."""
 
+    @extend_schema(
+        operation_id="runs_retrieve",
+        summary="A run, with its usage and cost",
+        tags=["runs"],
+        parameters=[
+            OpenApiParameter(
+                "threadId",
+                OpenApiTypes.UUID,
+                description="The thread, when the caller used the runId in several.",
+            )
+        ],
+        responses={
+            200: RunDetailSerializer,
+            **error_responses(
+                401, 404, 409, e409="The runId names runs of several threads: pass threadId"
+            ),
+        },
+    )
     def get(self, request: Request, run_id: str) -> Response:
         if "\x00" in run_id or len(run_id) > MAX_RUN_ID_LENGTH:
             raise Http404  # no run has such an id

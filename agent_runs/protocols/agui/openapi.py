@@ -1,0 +1,238 @@
+"""The AG-UI views' OpenAPI descriptions (docs/protocols/agui.md), kept beside the views rather
+than on them: each ``OpenApiViewExtension`` gives drf-spectacular a described subclass of a view
+of views.py. config/urls.py imports this module, which registers them.
+
+The event stream (``GET runs/{thread_id}/events``), served by Channels, is described in
+config/openapi.py.
+"""
+
+from typing import Any
+
+from drf_spectacular.extensions import OpenApiViewExtension
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import (
+    OpenApiExample,
+    OpenApiParameter,
+    OpenApiResponse,
+    extend_schema,
+    inline_serializer,
+)
+from rest_framework import serializers
+
+from agent_runs.models import Run
+from agent_runs.protocols.agui.schemas import TaskAcceptedResponse
+from agent_runs.run_input import RunAgentInput
+from config.openapi import (
+    EVENT_STREAM_DESCRIPTION,
+    EVENT_STREAM_EXAMPLE,
+    ErrorSerializer,
+    error_responses,
+)
+
+_ACCEPTED = OpenApiResponse(
+    TaskAcceptedResponse,
+    description="Accepted: the run is queued (`created`: this request created the thread).",
+)
+_STREAMED = OpenApiResponse(
+    OpenApiTypes.STR,
+    description="With `Accept: text/event-stream`: the run's events, from its RUN_STARTED to "
+    f"its RUN_FINISHED or RUN_ERROR. {EVENT_STREAM_DESCRIPTION}",
+    examples=[
+        OpenApiExample(
+            "events",
+            value=EVENT_STREAM_EXAMPLE,
+            media_type="text/event-stream",
+            status_codes=[200],
+            response_only=True,
+        )
+    ],
+)
+_THREAD_ID = "550e8400-e29b-41d4-a716-446655440000"
+_FORWARDED_PROPS = {
+    "runtime_mode": "chat",
+    "client_time": {
+        "device_timezone": "Asia/Shanghai",
+        "client_now_iso": "2026-11-23T09:30:00+08:00",
+        "client_epoch_ms": 1795397400000,
+    },
+}
+_RUN_EXAMPLE = {
+    "threadId": _THREAD_ID,
+    "runId": "run-001",
+    "messages": [{"id": "msg-001", "role": "user", "content": "Hello"}],
+    "forwardedProps": _FORWARDED_PROPS,
+}
+_CONVERSATION_EXAMPLE = {
+    "threadId": _THREAD_ID,
+    "runId": "run-002",
+    "messages": [
+        {"id": "msg-001", "role": "user", "content": "Hello"},
+        {"id": "worker-run-001", "role": "assistant", "content": "Hello! How can I help?"},
+        {"id": "msg-002", "role": "user", "content": "What is on my calendar today?"},
+    ],
+    "forwardedProps": _FORWARDED_PROPS,
+}
+_RUN_ERRORS = {
+    **error_responses(
+        400,
+        401,
+        403,
+        404,
+        409,
+        413,
+        415,
+        422,
+        e400="Malformed JSON, or a bad `on_disconnect`",
+        e404="The thread is another user's",
+        e409="The runId is the thread's already, with another body",
+        e413="A body over the size limit",
+        e422="A RunAgentInput that breaks a validation rule",
+    ),
+    406: OpenApiResponse(ErrorSerializer, description="An `Accept` the endpoint cannot answer"),
+}
+# DRF's ?format= picks a renderer too; Accept is the way this API documents.
+_NO_FORMAT = OpenApiParameter("format", exclude=True)
+_ON_DISCONNECT = OpenApiParameter(
+    "on_disconnect",
+    str,
+    enum=["cancel", "continue"],
+    description="When the events are streamed: whether a client that goes away cancels the "
+    "run (`cancel`, the default) or leaves it running.",
+)
+
+
+def _run_start(
+    *, operation_id: str, summary: str, description: str, example: dict[str, Any]
+) -> Any:
+    """``extend_schema`` of a run's POST: a RunAgentInput in, the run's events (SSE) or its
+    TaskAcceptedResponse (202 JSON) out."""
+    return extend_schema(
+        examples=[OpenApiExample("A chat run", value=example, request_only=True)],
+        operation_id=operation_id,
+        summary=summary,
+        description=description,
+        tags=["runs"],
+        request=RunAgentInput,
+        parameters=[_NO_FORMAT, _ON_DISCONNECT],
+        responses={
+            (202, "application/json"): _ACCEPTED,
+            (200, "text/event-stream"): _STREAMED,
+            **{(status, "application/json"): error for status, error in _RUN_ERRORS.items()},
+        },
+    )
+
+
+class RunCreateSchema(OpenApiViewExtension):
+    target_class = "agent_runs.protocols.agui.views.RunCreateApi"
+
+    def view_replacement(self) -> Any:
+        class Described(self.target_class):  # type: ignore[name-defined]  # a view class
+            @_run_start(
+                operation_id="runs_create",
+                summary="Start a run",
+                description="A RunAgentInput holding the one new user message. "
+                "Answers `202` TaskAcceptedResponse, or with `Accept: text/event-stream` the "
+                "run's events. Idempotent per (threadId, runId).",
+                example=_RUN_EXAMPLE,
+            )
+            def post(self, request: Any) -> Any:
+                return super().post(request)
+
+        return Described
+
+
+class ConversationRunSchema(OpenApiViewExtension):
+    target_class = "agent_runs.protocols.agui.views.ConversationRunApi"
+    optional = True  # a view of the AG-UI edge's: no warning should it be renamed
+
+    def view_replacement(self) -> Any:
+        class Described(self.target_class):  # type: ignore[name-defined]  # a view class
+            @_run_start(
+                operation_id="agui_run",
+                summary="Run the next turn of a conversation (AG-UI clients)",
+                description="A RunAgentInput as AG-UI clients send it: `messages` is the "
+                "whole conversation, the new user message last (earlier messages are matched "
+                "to the thread's by id). Answers the run's events as SSE, in the form AG-UI "
+                "clients keep whole; `202` TaskAcceptedResponse only to a client that accepts "
+                "only JSON.",
+                example=_CONVERSATION_EXAMPLE,
+            )
+            def post(self, request: Any) -> Any:
+                return super().post(request)
+
+        return Described
+
+
+_RunCancelResponse = inline_serializer(
+    "RunCancelResponse",
+    {
+        "threadId": serializers.UUIDField(),
+        "runId": serializers.CharField(),
+        "status": serializers.ChoiceField(choices=Run.Status.choices),
+    },
+)
+
+
+class RunCancelSchema(OpenApiViewExtension):
+    target_class = "agent_runs.protocols.agui.views.RunCancelApi"
+
+    def view_replacement(self) -> Any:
+        class Described(self.target_class):  # type: ignore[name-defined]  # a view class
+            @extend_schema(
+                operation_id="runs_cancel",
+                summary="Cancel a run",
+                description="A queued run never starts; a running run's job is stopped. "
+                "Cancelling a run that has ended changes nothing and answers its status.",
+                tags=["runs"],
+                request=None,
+                parameters=[
+                    OpenApiParameter(
+                        "threadId",
+                        OpenApiTypes.UUID,
+                        description="The thread, when the caller used the runId in several.",
+                    )
+                ],
+                responses={
+                    200: _RunCancelResponse,
+                    **error_responses(
+                        401,
+                        403,
+                        404,
+                        409,
+                        e409="The runId names runs of several threads: pass threadId",
+                    ),
+                },
+            )
+            def post(self, request: Any, run_id: str) -> Any:
+                return super().post(request, run_id)
+
+        return Described
+
+
+_StreamTokenResponse = inline_serializer(
+    "StreamTokenResponse",
+    {
+        "token": serializers.CharField(),
+        "expiresIn": serializers.IntegerField(help_text="Seconds the token is valid."),
+    },
+)
+
+
+class StreamTokenCreateSchema(OpenApiViewExtension):
+    target_class = "agent_runs.protocols.agui.views.StreamTokenCreateApi"
+
+    def view_replacement(self) -> Any:
+        class Described(self.target_class):  # type: ignore[name-defined]  # a view class
+            @extend_schema(
+                operation_id="runs_stream_token_create",
+                summary="A stream token for EventSource",
+                description="A short-lived token that lets `EventSource`, which cannot send "
+                "headers, read this one thread's events (`GET …/events?token=`).",
+                tags=["runs"],
+                request=None,
+                responses={201: _StreamTokenResponse, **error_responses(401, 403, 404)},
+            )
+            def post(self, request: Any, thread_id: Any) -> Any:
+                return super().post(request, thread_id)
+
+        return Described

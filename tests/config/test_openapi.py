@@ -1,0 +1,129 @@
+"""The OpenAPI schema (config/openapi.py): it generates with no warning and validates, it
+describes every route the project serves (Channels' too), and it and its pages are public."""
+
+import re
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+from django.conf import settings
+from django.contrib.staticfiles import finders
+from django.urls import URLPattern, URLResolver, get_resolver
+
+from agent_runs.protocols.agui.routing import http_urlpatterns as channels_routes
+
+# Routes that are not the API: the admin, and the schema and its pages themselves.
+NOT_API = ("admin/", "api/schema/", "api/docs/", "api/redoc/")
+
+
+def schema_json(client: Any) -> dict[str, Any]:
+    response = client.get("/api/schema/", {"format": "json"})
+    assert response.status_code == 200
+    schema: dict[str, Any] = response.json()
+    return schema
+
+
+def openapi_path(route: str) -> str:
+    """``runs/<uuid:thread_id>/events`` as OpenAPI writes it: ``/runs/{thread_id}/events``."""
+    return "/" + re.sub(r"<(?:\w+:)?(\w+)>", r"{\1}", route).rstrip("/")
+
+
+def routes(patterns: list[Any], prefix: str = "") -> list[str]:
+    """Every route of a URLconf, includes followed."""
+    found = []
+    for pattern in patterns:
+        route = prefix + str(pattern.pattern)
+        if isinstance(pattern, URLResolver):
+            found.extend(routes(pattern.url_patterns, route))
+        elif isinstance(pattern, URLPattern):
+            found.append(route)
+    return found
+
+
+def test_the_schema_generates_with_no_warning_and_validates():
+    result = subprocess.run(
+        [sys.executable, "manage.py", "spectacular", "--validate", "--fail-on-warn"],
+        cwd=settings.BASE_DIR,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+    assert result.returncode == 0, result.stderr  # --fail-on-warn: a warning fails it
+    assert "Schema generation summary" not in result.stderr, result.stderr
+    assert result.stdout.startswith("openapi: 3.1.0")
+
+
+@pytest.mark.django_db
+def test_every_route_the_project_serves_is_in_the_schema(client):
+    django_routes = [
+        route for route in routes(get_resolver().url_patterns) if not route.startswith(NOT_API)
+    ]
+    served = {openapi_path(route) for route in django_routes} | {
+        openapi_path(str(pattern.pattern)) for pattern in channels_routes
+    }
+
+    described = set(schema_json(client)["paths"])
+
+    assert served == described
+    assert "/api/v1/agent/runs/{thread_id}/events" in described
+    assert "/api/v1/agent/threads/{thread_id}/runs" in described
+
+
+@pytest.mark.django_db
+def test_every_operation_says_what_its_errors_look_like(client):
+    schema = schema_json(client)
+    error = {"$ref": "#/components/schemas/Error"}
+
+    for path, item in schema["paths"].items():
+        for method, operation in item.items():
+            errors = {code: r for code, r in operation["responses"].items() if code >= "400"}
+            assert errors, (method, path)
+            for code, response in errors.items():
+                assert response["content"]["application/json"]["schema"] == error, (path, code)
+    assert schema["components"]["schemas"]["Error"]["required"] == ["detail"]
+
+
+@pytest.mark.django_db
+def test_the_schema_names_the_bearer_token_and_the_session(client):
+    schema = schema_json(client)
+
+    schemes = schema["components"]["securitySchemes"]
+    assert schemes["bearerAuth"]["scheme"] == "bearer"
+    assert schemes["cookieAuth"] == {"type": "apiKey", "in": "cookie", "name": "sessionid"}
+    threads = schema["paths"]["/api/v1/agent/threads"]["get"]
+    assert threads["security"] == [{"bearerAuth": []}, {"cookieAuth": []}]
+    signed = schema["paths"]["/storage/v1/object/sign/{bucket}/{path}"]["get"]
+    assert signed.get("security", []) in ([], [{}])  # the token in its URL is the credential
+
+
+@pytest.mark.django_db
+def test_a_run_post_answers_json_or_its_event_stream(client):
+    paths = schema_json(client)["paths"]
+
+    for path in ("/api/v1/agent/runs", "/api/v1/agent/ag-ui"):
+        operation = paths[path]["post"]
+        body = operation["requestBody"]["content"]["application/json"]["schema"]
+        assert body == {"$ref": "#/components/schemas/RunAgentInput"}
+        assert set(operation["responses"]["202"]["content"]) == {"application/json"}
+        assert set(operation["responses"]["200"]["content"]) == {"text/event-stream"}
+    events = paths["/api/v1/agent/runs/{thread_id}/events"]["get"]
+    assert set(events["responses"]["200"]["content"]) == {"text/event-stream"}
+    assert {"400", "401", "404"} <= set(events["responses"])
+    names = {(parameter["in"], parameter["name"]) for parameter in events["parameters"]}
+    assert {("query", "lastEventId"), ("header", "Last-Event-ID"), ("query", "follow")} <= names
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("page", ["/api/docs/", "/api/redoc/"])
+def test_the_docs_pages_are_public_and_load_only_this_services_static_files(client, page):
+    response = client.get(page)
+
+    assert response.status_code == 200
+    sources = re.findall(r'(?:src|href)="([^"]+)"', response.content.decode())
+    static_url = "/" + settings.STATIC_URL.lstrip("/")
+    assert sources
+    for source in sources:
+        assert source.startswith(static_url), source
+        assert finders.find(source.removeprefix(static_url)), source

@@ -1,0 +1,106 @@
+"""The live API against its own OpenAPI schema: schemathesis makes requests from the schema,
+for every operation, and sends them to a real daphne with a real bearer token; each answer
+must be below 500, have a status the schema lists, its content type and its body's schema.
+Runs it accepts stay queued (no worker runs here).
+
+POST /api/v1/agent/ag-ui answers with its run's event stream, which lasts as long as the run
+(for ever, with no worker): it is left out here (tests/agent_runs/protocols/agui/ test it over
+HTTP). POST /runs is asked for JSON. The event stream's GET is fuzzed with a timeout: a thread
+the fuzzer makes up has no stream to wait on.
+"""
+
+import json
+import re
+from typing import Any
+
+import pytest
+import schemathesis
+from drf_spectacular.generators import SchemaGenerator
+from drf_spectacular.renderers import OpenApiJsonRenderer
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from schemathesis.checks import (
+    content_type_conformance,
+    not_a_server_error,
+    response_schema_conformance,
+    status_code_conformance,
+)
+
+from agent_runs.models import Run
+from agent_runs.services.lifecycle import run_cancel
+from tests.conftest import post_run, run_input
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.integration]
+
+CHECKS = [
+    not_a_server_error,
+    status_code_conformance,
+    content_type_conformance,
+    response_schema_conformance,
+]
+STREAMS_FOR_EVER = {"agui_run"}
+FUZZ = settings(
+    max_examples=15,
+    deadline=None,
+    derandomize=True,  # the same requests on every run
+    database=None,
+    suppress_health_check=list(HealthCheck),
+)
+
+
+def project_schema() -> Any:
+    """The schema /api/schema/ serves (tests/config/test_openapi.py checks that it does),
+    generated here so that each operation is a test of its own."""
+    generated = SchemaGenerator().get_schema(request=None, public=True)
+    return schemathesis.openapi.from_dict(json.loads(OpenApiJsonRenderer().render(generated)))
+
+
+SCHEMA = project_schema()
+OPERATION_IDS = sorted(
+    result.ok().definition.raw["operationId"] for result in SCHEMA.get_all_operations()
+)
+
+
+@pytest.fixture
+def alices_thread(alice: Any, redis_queue: Any) -> dict[str, str]:
+    """A thread of alice's with two ended runs, so that reads answer something: its path
+    parameters."""
+    body = run_input(runId="run-1")
+    post_run(alice, body)
+    post_run(alice, run_input(threadId=body["threadId"], runId="run-2"))
+    for run in Run.objects.all():
+        run_cancel(run=run)
+    return {"thread_id": body["threadId"], "run_id": "run-1"}
+
+
+@pytest.mark.parametrize("operation_id", sorted(set(OPERATION_IDS) - STREAMS_FOR_EVER))
+def test_the_live_api_answers_as_its_schema_says(
+    operation_id: str, daphne_port: int, alice_token: str, alices_thread: dict[str, str]
+) -> None:
+    operation = SCHEMA.find_operation_by_id(operation_id)
+    # Requests that fit the schema (each edge's own fuzz tests send the rest), its examples,
+    # and requests naming alice's thread and run. (Not on the event stream: ?follow=true on
+    # a thread that exists stays open.)
+    strategies = [operation.as_strategy(), *SCHEMA.get_strategies_from_examples(operation)]
+    names = set(re.findall(r"{(\w+)}", operation.path)) & set(alices_thread)
+    if names and operation_id != "runs_events_retrieve":
+        known = {name: alices_thread[name] for name in names}
+        strategies.append(operation.as_strategy(path_parameters=known))
+    cases = st.one_of(*strategies)
+    headers = {"Authorization": f"Bearer {alice_token}"}
+    if operation_id == "runs_create":
+        headers["Accept"] = "application/json"  # its event stream lasts as long as the run
+
+    @given(case=cases)
+    @FUZZ
+    def answers_as_its_schema_says(case: Any) -> None:
+        case.call_and_validate(
+            base_url=f"http://127.0.0.1:{daphne_port}", headers=headers, checks=CHECKS, timeout=10
+        )
+
+    answers_as_its_schema_says()
+
+
+def test_every_operation_is_fuzzed_but_the_one_that_streams_for_ever():
+    assert set(OPERATION_IDS) > STREAMS_FOR_EVER
+    assert len(OPERATION_IDS) == len(set(OPERATION_IDS))
