@@ -1,5 +1,6 @@
 from django.contrib import admin
 from django.urls import include, path
+from django.views.decorators.cache import cache_page
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
 # Registers the AG-UI views' schema descriptions (drf-spectacular extensions).
@@ -12,8 +13,9 @@ urlpatterns = [
     path("api/v1/agent/", include("attachments.urls")),
     path("storage/v1/object/sign/", include("attachments.storage_urls")),
     # The OpenAPI schema and its pages (config/openapi.py), public; the pages' scripts are
-    # this service's static files.
-    path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
+    # this service's static files. The schema is the same until the code changes, and takes
+    # a tenth of a second to generate: each process keeps it for an hour.
+    path("api/schema/", cache_page(3600)(SpectacularAPIView.as_view()), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="schema-docs"),
     path("api/redoc/", SpectacularRedocView.as_view(url_name="schema"), name="schema-redoc"),
 ]
