@@ -142,8 +142,10 @@ def test_abort_run_cancels_the_run_on_the_server(alice_token, daphne_port, redis
     run = Run.objects.get(run_id=stopped["runId"])
     assert run.status == Run.Status.CANCELLED
     aborted = datetime.fromtimestamp(report["abortedAt"] / 1000, tz=UTC)
+    assert run.finished_at is not None
     assert (run.finished_at - aborted).total_seconds() < 1.0  # cancelled within a second
-    assert RunEvent.objects.filter(run=run).order_by("pk").last().payload["code"] == "cancelled"
+    last = RunEvent.objects.filter(run=run).order_by("pk").last()
+    assert last is not None and last.payload["code"] == "cancelled"
     assert not Message.objects.filter(run=run, role="assistant").exists()
     assert next_turn["ok"], next_turn
     assert Run.objects.get(run_id=after["runId"]).status == Run.Status.COMPLETED

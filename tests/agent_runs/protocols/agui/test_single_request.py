@@ -12,6 +12,7 @@ import pytest
 
 from agent_runs.models import Message, Run, RunEvent, Thread
 from agent_runs.protocols.agui.client_events import agui_client_event
+from agent_runs.services.lifecycle import run_cancel
 from tests.agent_runs.sse import SseStream, post_sse
 from tests.conftest import run_input, start_worker, stop_process, wait_for
 from tests.fake_llm import FakeOpenAI
@@ -151,7 +152,9 @@ def test_on_disconnect_continue_lets_the_run_go_on(alice_token, daphne_port, slo
     wait_for(lambda: slow_model.requests)
     time.sleep(0.5)  # a cancel, had there been one, would have landed by now
 
-    assert Run.objects.get(run_id=body["runId"]).status == Run.Status.RUNNING
+    run = Run.objects.get(run_id=body["runId"])
+    assert run.status == Run.Status.RUNNING
+    run_cancel(run=run)  # so the worker is free to shut down
 
 
 def test_the_conversation_endpoint_takes_the_whole_conversation_every_turn(
