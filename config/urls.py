@@ -19,3 +19,5 @@ urlpatterns = [
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="schema-docs"),
     path("api/redoc/", SpectacularRedocView.as_view(url_name="schema"), name="schema-redoc"),
 ]
+
+handler404 = "config.exceptions.not_found"
