@@ -100,6 +100,13 @@ _ON_DISCONNECT = OpenApiParameter(
     "run (`cancel`, the default) or leaves it running.",
 )
 
+# The run endpoints' ``threadId`` query, for a runId the caller used in several threads.
+THREAD_ID_QUERY = OpenApiParameter(
+    "threadId",
+    OpenApiTypes.UUID,
+    description="The thread, when the caller used the runId in several.",
+)
+
 
 def _run_start(
     *, operation_id: str, summary: str, description: str, example: dict[str, Any]
@@ -185,13 +192,7 @@ class RunCancelSchema(OpenApiViewExtension):
                 "Cancelling a run that has ended changes nothing and answers its status.",
                 tags=["runs"],
                 request=None,
-                parameters=[
-                    OpenApiParameter(
-                        "threadId",
-                        OpenApiTypes.UUID,
-                        description="The thread, when the caller used the runId in several.",
-                    )
-                ],
+                parameters=[THREAD_ID_QUERY],
                 responses={
                     200: _RunCancelResponse,
                     **error_responses(

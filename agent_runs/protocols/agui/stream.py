@@ -18,14 +18,13 @@ from typing import Any
 from urllib.parse import parse_qs
 
 from channels.generic.http import AsyncHttpConsumer
-from django.http import Http404
 
 from agent_runs.db import db_call
 from agent_runs.events.follow import Event, thread_events
 from agent_runs.events.sse import KEEP_ALIVE_FRAME, retry_frame, sse_frame
 from agent_runs.models import Run
 from agent_runs.protocols.agui.errors import NOT_AUTHENTICATED, error_parts
-from agent_runs.protocols.agui.parsing import MAX_RUN_ID_LENGTH, parse_event_cursor
+from agent_runs.protocols.agui.parsing import parse_event_cursor, run_id_or_404
 from agent_runs.selectors.events import EventStreamStart, event_stream_start
 from agent_runs.services.lifecycle import run_cancel
 
@@ -175,11 +174,7 @@ class EventStreamConsumer(AsyncHttpConsumer):
 
 def _run_id(value: str | None) -> str | None:
     """The run a stream names (``runId``); one no run can have is a 404."""
-    if not value:
-        return None
-    if "\x00" in value or len(value) > MAX_RUN_ID_LENGTH:
-        raise Http404
-    return value
+    return run_id_or_404(value) if value else None
 
 
 def _stream_start(

@@ -5,14 +5,13 @@ import uuid
 from typing import cast
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.http import Http404
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from agent_runs.protocols.agui.openapi import THREAD_ID_QUERY
 from agent_runs.protocols.agui.pagination import (
     MAX_LIMIT,
     parse_page_query,
@@ -21,14 +20,13 @@ from agent_runs.protocols.agui.pagination import (
     thread_cursor,
     thread_position,
 )
-from agent_runs.protocols.agui.parsing import MAX_RUN_ID_LENGTH
+from agent_runs.protocols.agui.parsing import run_id_or_404, thread_id_or_404
 from agent_runs.protocols.agui.serializers import (
     RunDetailSerializer,
     RunPageSerializer,
     ThreadDetailSerializer,
     ThreadPageSerializer,
 )
-from agent_runs.run_input import parse_uuid
 from agent_runs.selectors.runs import thread_get_for_user
 from agent_runs.selectors.threads import (
     RunPosition,
@@ -131,13 +129,7 @@ class RunDetailApi(APIView):
         operation_id="runs_retrieve",
         summary="A run, with its usage and cost",
         tags=["runs"],
-        parameters=[
-            OpenApiParameter(
-                "threadId",
-                OpenApiTypes.UUID,
-                description="The thread, when the caller used the runId in several.",
-            )
-        ],
+        parameters=[THREAD_ID_QUERY],
         responses={
             200: RunDetailSerializer,
             **error_responses(
@@ -146,13 +138,11 @@ class RunDetailApi(APIView):
         },
     )
     def get(self, request: Request, run_id: str) -> Response:
-        if "\x00" in run_id or len(run_id) > MAX_RUN_ID_LENGTH:
-            raise Http404  # no run has such an id
         thread_id = request.query_params.get("threadId")
         run = run_detail_get_for_user(
             user=_user(request),
-            run_id=run_id,
-            thread_id=_uuid_or_404(thread_id) if thread_id is not None else None,
+            run_id=run_id_or_404(run_id),
+            thread_id=thread_id_or_404(thread_id) if thread_id is not None else None,
         )
         usage = run_usage_summary(run=run)
         return Response(RunDetailSerializer(run, context={"usage": usage}).data)
@@ -161,11 +151,3 @@ class RunDetailApi(APIView):
 def _user(request: Request) -> AbstractBaseUser:
     # IsAuthenticated has already refused anonymous callers.
     return cast(AbstractBaseUser, request.user)
-
-
-def _uuid_or_404(value: str) -> uuid.UUID:
-    """A ``threadId`` query that is no UUID names no thread of the caller's."""
-    thread_id = parse_uuid(value)
-    if thread_id is None:
-        raise Http404
-    return thread_id

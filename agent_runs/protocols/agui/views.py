@@ -4,7 +4,7 @@ from typing import Any, cast
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import RequestDataTooBig
-from django.http import Http404, HttpResponseBase, StreamingHttpResponse
+from django.http import HttpResponseBase, StreamingHttpResponse
 from rest_framework import status
 from rest_framework.exceptions import NotAcceptable, ParseError, UnsupportedMediaType
 from rest_framework.renderers import BaseRenderer, JSONRenderer
@@ -23,10 +23,10 @@ from agent_runs.protocols.agui.parsing import (
     decode_json_body,
     parse_conversation_turn,
     parse_run_agent_input,
+    thread_id_or_404,
 )
 from agent_runs.protocols.agui.schemas import task_accepted_response
 from agent_runs.protocols.agui.stream import as_stored, run_event_stream
-from agent_runs.run_input import parse_uuid
 from agent_runs.selectors.events import event_stream_start
 from agent_runs.selectors.runs import run_get_for_user, thread_get_for_user
 from agent_runs.services.lifecycle import run_cancel
@@ -166,15 +166,8 @@ class RunCancelApi(APIView):
         run = run_get_for_user(
             user=cast(AbstractBaseUser, request.user),
             run_id=run_id,
-            thread_id=_thread_id_or_404(thread_id) if thread_id else None,
+            thread_id=thread_id_or_404(thread_id) if thread_id else None,
         )
         run = run_cancel(run=run)
         body = {"threadId": str(run.thread_id), "runId": run.run_id, "status": run.status}
         return Response(body, status=status.HTTP_200_OK)
-
-
-def _thread_id_or_404(value: str) -> uuid.UUID:
-    thread_id = parse_uuid(value)
-    if thread_id is None:
-        raise Http404
-    return thread_id
