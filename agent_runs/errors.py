@@ -91,3 +91,56 @@ class OnDisconnectInvalid(DomainError):
 
     def __init__(self) -> None:
         super().__init__("on_disconnect must be cancel or continue")
+
+
+class RunNotPaused(DomainError):
+    """Resume of a run (a task) that is not paused."""
+
+    code = "not_paused"
+    status = 409
+
+    def __init__(self) -> None:
+        super().__init__("the task is not paused")
+
+
+class StepNotEditable(DomainError):
+    """A PATCH of a step the agent ran (a stage of a run): only a client's own steps change."""
+
+    code = "step_not_editable"
+    status = 409
+
+    def __init__(self) -> None:
+        super().__init__("the step is the agent's: only steps a client created can be updated")
+
+
+class StepTransitionInvalid(DomainError):
+    """A PATCH would move a client's step back, or out of an ended status."""
+
+    code = "invalid_transition"
+    status = 409
+
+    def __init__(self, current: str, requested: str) -> None:
+        super().__init__(f"a step cannot go from {current} to {requested}")
+
+
+class ArtifactPathInvalid(DomainError):
+    """An artifact's ``relative_path`` leaves the task's workspace (absolute, ``..``, NUL)."""
+
+    code = "invalid_path"
+    status = 400
+
+    def __init__(self) -> None:
+        super().__init__(
+            "relative_path must be a relative path inside the task's workspace "
+            "(no leading /, no .., no backslash or NUL, at most 1024 characters)"
+        )
+
+
+class ArtifactTooLarge(DomainError):
+    """An uploaded artifact is over ``ARTIFACT_MAX_BYTES`` (50 MB by default)."""
+
+    code = "file_too_large"
+    status = 413
+
+    def __init__(self, max_bytes: int) -> None:
+        super().__init__(f"file exceeds the maximum size of {max_bytes // (1024 * 1024)} MB")

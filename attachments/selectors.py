@@ -8,6 +8,7 @@ from functools import reduce
 from operator import or_
 
 from django.contrib.auth.models import AbstractBaseUser
+from django.core.files import File
 from django.db.models import Q
 from django.http import Http404
 
@@ -126,3 +127,13 @@ def attachments_of_thread_only(*, thread: Thread) -> list[Attachment]:
         return []
     named = reduce(or_, (Q(bucket=bucket, path=path) for bucket, path in only_here))
     return list(Attachment.objects.filter(named, owner_id=thread.owner_id))
+
+
+def stored_object_open(*, name: str) -> File:
+    """An object of the attachments storage, open for reading (the caller closes it).
+    Raises ``Http404`` when it has gone from storage."""
+    try:
+        return attachment_storage().open(name, "rb")
+    except FileNotFoundError:
+        logger.warning("stored object %s has a row but no object in storage", name)
+        raise Http404 from None

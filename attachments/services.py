@@ -73,3 +73,22 @@ def attachments_delete(*, attachments: Sequence[Attachment]) -> None:
         Attachment.objects.filter(pk__in=[attachment.pk for attachment in attachments]).delete()
         for name in names:
             transaction.on_commit(partial(_delete_quietly, name))
+
+
+def stored_object_save(*, name: str, file: File) -> str:
+    """Write ``file`` to the attachments storage at ``name`` (or a free name beside it) and
+    give the name it got; on a failure, nothing is left behind. The caller writes the
+    object's row, and removes the object (``stored_objects_delete``) if that fails."""
+    storage = attachment_storage()
+    try:
+        return storage.save(name, file)
+    except BaseException:
+        _delete_quietly(name)
+        raise
+
+
+def stored_objects_delete(*, names: Sequence[str]) -> None:
+    """Remove objects from the attachments storage: once the transaction commits, when in
+    one (a rollback keeps them), else now."""
+    for name in names:
+        transaction.on_commit(partial(_delete_quietly, name))

@@ -182,6 +182,11 @@ if not PUBLIC_BASE_URL.startswith(("http://", "https://")):
     raise ImproperlyConfigured(f"PUBLIC_BASE_URL must be an http(s) URL, got {PUBLIC_BASE_URL!r}")
 ATTACHMENT_BUCKET = env_str("ATTACHMENT_BUCKET", "agent-inputs")
 ATTACHMENT_MAX_BYTES = env_int("ATTACHMENT_MAX_BYTES", 5 * 1024 * 1024, minimum=1)
+# How long an official Agent Protocol step request waits for its step to finish before it
+# answers the step as it stands (running).
+AGENT_PROTOCOL_STEP_WAIT_SECONDS = env_int("AGENT_PROTOCOL_STEP_WAIT_SECONDS", 120, minimum=1)
+# The largest artifact a client may upload to a task (the Agent Protocol; the spec's 50 MB).
+ARTIFACT_MAX_BYTES = env_int("ARTIFACT_MAX_BYTES", 50 * 1024 * 1024, minimum=1)
 ATTACHMENT_SIGNED_URL_TTL_SECONDS = env_int("ATTACHMENT_SIGNED_URL_TTL_SECONDS", 3600, minimum=1)
 # Empty: a key derived from SECRET_KEY (which has no production default either).
 ATTACHMENT_SIGNING_SECRET = env_str("ATTACHMENT_SIGNING_SECRET", "")

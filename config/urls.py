@@ -5,6 +5,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, Spec
 
 # Registers the AG-UI views' schema descriptions (drf-spectacular extensions).
 import agent_runs.protocols.agui.openapi  # noqa: F401
+from agent_runs.protocols.agent_protocol import urls as agent_protocol_urls
 
 urlpatterns = [
     path("admin/", admin.site.urls),
@@ -12,6 +13,9 @@ urlpatterns = [
     path("api/v1/agent/history", include("history.urls")),
     path("api/v1/agent/", include("attachments.urls")),
     path("storage/v1/object/sign/", include("attachments.storage_urls")),
+    # The Agent Protocol: the spec's set and the official v1 set.
+    path("api/", include(agent_protocol_urls.spec_urlpatterns)),
+    path("ap/v1/agent/", include(agent_protocol_urls.v1_urlpatterns)),
     # The OpenAPI schema and its pages (config/openapi.py), public; the pages' scripts are
     # this service's static files. The schema is the same until the code changes, and takes
     # a tenth of a second to generate: each process keeps it for an hour.

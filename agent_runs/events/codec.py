@@ -11,6 +11,10 @@ from ag_ui.core import BaseEvent, EventType
 # Backend-only statistics (spec section 3.4): never sent to clients.
 INTERNAL_FIELDS = frozenset({"inputTokens", "outputTokens", "cost", "latencyMs", "model"})
 TERMINAL_TYPES = frozenset({EventType.RUN_FINISHED.value, EventType.RUN_ERROR.value})
+# CUSTOM events of the journal: a run parked at a stage boundary (``value``: ``reason``,
+# "pause" or "step", and ``next_stage``), and going on from there.
+RUN_PAUSED_EVENT = "run_paused"
+RUN_RESUMED_EVENT = "run_resumed"
 
 
 class EventOrderError(Exception):

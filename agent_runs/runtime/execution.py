@@ -13,22 +13,32 @@ from functools import partial
 from typing import TypeVar
 
 import openai
-from ag_ui.core import RunFinishedEvent, RunStartedEvent
+from ag_ui.core import CustomEvent, RunFinishedEvent, RunStartedEvent
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.db import DatabaseError, InterfaceError, OperationalError, connections, transaction
+from pydantic import BaseModel
 from rq.timeouts import JobTimeoutException
 
+from agent_runs.agent_config import stage_enabled
 from agent_runs.errors import RunNoLongerRunning
+from agent_runs.events.codec import RUN_PAUSED_EVENT, RUN_RESUMED_EVENT
 from agent_runs.events.emitter import RunEventEmitter
-from agent_runs.models import Message, Run
+from agent_runs.models import Message, Run, Stage
 from agent_runs.runtime.async_bridge import bridge_loop
 from agent_runs.runtime.chat_models import ModelCall
 from agent_runs.runtime.demo_model import DEMO_MODEL_ID
+from agent_runs.runtime.output import AgentOutput, RouteDecision
 from agent_runs.runtime.stages import RunTurn, memory_stage, router_stage, worker_stage
 from agent_runs.selectors.context import user_memory_notes
 from agent_runs.selectors.runs import run_for_execution
-from agent_runs.services.lifecycle import run_claim, run_complete, run_dispatch_next, run_fail
+from agent_runs.services.lifecycle import (
+    run_claim,
+    run_complete,
+    run_dispatch_next,
+    run_fail,
+    run_park,
+)
 from billing import services as billing_services
 
 logger = logging.getLogger(__name__)
@@ -75,7 +85,11 @@ def run_execute(*, run_pk: int) -> None:
     run, last_event_id = with_reconnect(partial(run_for_execution, run_pk=run_pk))
     # The job's events are written as they come, from the loop its replies run on.
     emitter = RunEventEmitter(
-        run=run, previous_id=last_event_id, claim_token=token, loop=bridge_loop()
+        run=run,
+        resume=run.checkpoint is not None,  # a parked run goes on with its journal
+        previous_id=last_event_id,
+        claim_token=token,
+        loop=bridge_loop(),
     )
     try:
         _run_pipeline(run, emitter)
@@ -103,7 +117,11 @@ def run_execute(*, run_pk: int) -> None:
 
 def _run_pipeline(run: Run, emitter: RunEventEmitter) -> None:
     ids = {"thread_id": str(run.thread_id), "run_id": run.run_id}
-    emitter.emit(RunStartedEvent(**ids))
+    checkpoint = Checkpoint.model_validate(run.checkpoint or {})
+    if not emitter.started:
+        emitter.emit(RunStartedEvent(**ids))
+    elif run.checkpoint is not None:
+        emitter.emit(CustomEvent(name=RUN_RESUMED_EVENT, value={"next_stage": checkpoint.next}))
     turn = RunTurn(
         run=run,
         emitter=emitter,
@@ -113,9 +131,24 @@ def _run_pipeline(run: Run, emitter: RunEventEmitter) -> None:
         ),
         store_usage=partial(_store_usage, run),
     )
-    decision = router_stage(turn)
-    output = worker_stage(turn, decision)
-    memory_stage(turn, output)
+    stages = pipeline_stages(run)
+    # Where a parked run goes on (past the end: its memory stage was turned off meanwhile).
+    first = stages.index(checkpoint.next) if checkpoint.next in stages else len(stages)
+    for index, stage in enumerate(stages):
+        if index < first:
+            continue  # done before the run was parked
+        checkpoint.next = stage
+        if index > 0 and _park_if_asked(turn, checkpoint, done=index):
+            return
+        is_last = index == len(stages) - 1
+        if stage == Stage.ROUTER:
+            checkpoint.decision = router_stage(turn, is_last=is_last)
+        elif stage == Stage.WORKER:
+            assert checkpoint.decision is not None, "the router decides before the worker"
+            checkpoint.output = worker_stage(turn, checkpoint.decision, is_last=is_last)
+        else:
+            assert checkpoint.output is not None, "the worker answers before the memory"
+            memory_stage(turn, checkpoint.output)
     # Everything before the end is written first, outside the transaction below: on SQLite a
     # write still in flight would wait for that transaction's lock while it waits for the
     # write.
@@ -126,6 +159,51 @@ def _run_pipeline(run: Run, emitter: RunEventEmitter) -> None:
         emitter.emit(RunFinishedEvent(**ids))
         if not run_complete(run=run, claim_token=turn.claim_token):
             raise RunNoLongerRunning(run.pk)
+
+
+def pipeline_stages(run: Run) -> list[Stage]:
+    """The stages the run goes through, in order (the memory stage where its agent has it)."""
+    stages = [Stage.ROUTER, Stage.WORKER]
+    try:
+        if stage_enabled(run=run, stage=Stage.MEMORY):
+            stages.append(Stage.MEMORY)
+    except Exception:  # say, its automation job was deleted since the run was queued
+        logger.exception("memory stage of run %s not started", run.pk)
+    return stages
+
+
+class Checkpoint(BaseModel):
+    """A parked run's progress (``Run.checkpoint``): the stage it goes on with, and what the
+    stages before it gave."""
+
+    next: Stage = Stage.ROUTER
+    decision: RouteDecision | None = None
+    output: AgentOutput | None = None
+
+
+def _park_if_asked(turn: RunTurn, checkpoint: Checkpoint, *, done: int) -> bool:
+    """At a stage boundary, ``done`` stages run: park the run when a pause was asked for, or
+    its step budget is spent. Its journal says so (``CUSTOM run_paused``), then the run is
+    ``paused`` with its checkpoint and the job ends; ``RunNoLongerRunning`` when it was
+    cancelled meanwhile."""
+    run = turn.run
+    asked = Run.objects.filter(pk=run.pk).values("pause_requested", "step_budget").first()
+    if asked is None:
+        raise RunNoLongerRunning(run.pk)
+    budget = asked["step_budget"]
+    if not asked["pause_requested"] and (budget is None or done < budget):
+        return False
+    reason = "pause" if asked["pause_requested"] else "step"
+    turn.emitter.emit(
+        CustomEvent(name=RUN_PAUSED_EVENT, value={"reason": reason, "next_stage": checkpoint.next})
+    )
+    turn.emitter.flush()
+    if not run_park(
+        run=run, claim_token=turn.claim_token, checkpoint=checkpoint.model_dump(mode="json")
+    ):
+        raise RunNoLongerRunning(run.pk)
+    logger.info("run %s parked before its %s stage (%s)", run.pk, checkpoint.next, reason)
+    return True
 
 
 def with_reconnect(call: Callable[[], T]) -> T:

@@ -10,7 +10,7 @@ import logging
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Coroutine
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property, partial
 from typing import Any, TypeVar
 
@@ -21,10 +21,10 @@ from django.db import connection as db_connection
 from pydantic import ValidationError
 from rq.timeouts import JobTimeoutException
 
-from agent_runs.agent_config import StageConfig, stage_config, stage_enabled
+from agent_runs.agent_config import StageConfig, stage_config
 from agent_runs.errors import RunNoLongerRunning
 from agent_runs.events.emitter import RunEventEmitter
-from agent_runs.models import Message, Run, Stage, Visibility
+from agent_runs.models import Message, Run, Stage, Visibility, agent_step_id
 from agent_runs.runtime.agents import (
     MEMORY_SYSTEM_PROMPT,
     ROUTER_SYSTEM_PROMPT,
@@ -49,7 +49,9 @@ from agent_runs.runtime.tools.memory import memory_tools
 from agent_runs.runtime.tools.registry import tools_for
 from agent_runs.selectors.context import context_messages_for
 from agent_runs.selectors.profiles import user_locale, user_profile_settings
+from agent_runs.services.artifacts import ANSWER_FILE_NAME, agent_artifact_create
 from agent_runs.services.messages import StageAnswer, ToolResult, run_stage_messages_store
+from agent_runs.services.steps import agent_step_finish, agent_step_start
 from agent_runs.ui_schema import ui_schema_compile
 from attachments.selectors import attachment_get_for_user, attachment_read
 from billing import selectors as billing_selectors
@@ -99,6 +101,8 @@ class RunTurn:
     # Records a stage's model calls; gives how many it recorded.
     store_usage: Callable[[str, list[ModelCall]], int]
     recorded_calls: int = 0
+    # Each stage's model calls, for its step's additional output.
+    stage_calls: dict[str, list[ModelCall]] = field(default_factory=dict)
 
     @property
     def claim_token(self) -> uuid.UUID:
@@ -112,6 +116,7 @@ class RunTurn:
         the model does not wait for the bookkeeping. The emitter's ``flush()`` waits for
         it."""
         calls = usage_log.drain()
+        self.stage_calls.setdefault(usage_log.stage, []).extend(calls)
         if calls:
             self.emitter.defer(partial(self._store_usage, usage_log.stage, calls))
 
@@ -121,6 +126,49 @@ class RunTurn:
     @property
     def ids(self) -> dict[str, str]:
         return {"threadId": str(self.run.thread_id), "runId": self.run.run_id}
+
+    def step_start(self, stage: Stage, input: Any) -> None:
+        """The stage starts: its step row, then its ``STEP_STARTED``."""
+        agent_step_start(run=self.run, claim_token=self.claim_token, stage=stage, input=input)
+        self.emitter.emit(StepStartedEvent(step_name=stage, **self.ids))
+
+    def step_finish(
+        self,
+        stage: Stage,
+        *,
+        output: Any,
+        started: float,
+        is_last: bool,
+        state: RunMappingState | None = None,
+    ) -> None:
+        """The stage ends: its step row completed (with its tool calls, model calls and
+        latency), then its ``STEP_FINISHED``."""
+        details: dict[str, Any] = {
+            "latency_ms": round((time.monotonic() - started) * 1000),
+            "model_calls": [
+                {"model": call.model_id, **_token_counts(call.usage)}
+                for call in self.stage_calls.get(stage, [])
+            ],
+        }
+        if state is not None and state.tool_names:
+            details["tool_calls"] = [
+                {
+                    "id": tool.tool_call_id,
+                    "name": tool.tool_name,
+                    "arguments": tool.args,
+                    "result": tool.result,
+                }
+                for tool in _tool_results(state)
+            ]
+        agent_step_finish(
+            run=self.run,
+            claim_token=self.claim_token,
+            stage=stage,
+            output=output,
+            additional_output=details,
+            is_last=is_last,
+        )
+        self.emitter.emit(StepFinishedEvent(step_name=stage, **self.ids))
 
     @property
     def tool_context(self) -> ToolContext:
@@ -192,10 +240,11 @@ class RunTurn:
         return final
 
 
-def router_stage(turn: RunTurn) -> RouteDecision:
+def router_stage(turn: RunTurn, *, is_last: bool = False) -> RouteDecision:
     """Decide the route and the worker's tools (a small model call, no events of its own
     beyond the step)."""
-    turn.emitter.emit(StepStartedEvent(step_name=Stage.ROUTER, **turn.ids))
+    turn.step_start(Stage.ROUTER, turn.user_message.content)
+    started = time.monotonic()
     usage_log = UsageLog(stage=Stage.ROUTER)
     config = stage_config(run=turn.run, stage=Stage.ROUTER)
     try:
@@ -213,15 +262,18 @@ def router_stage(turn: RunTurn) -> RouteDecision:
         )
     finally:
         turn.record_usage(usage_log)
-    turn.emitter.emit(StepFinishedEvent(step_name=Stage.ROUTER, **turn.ids))
+    turn.step_finish(
+        Stage.ROUTER, output=decision.model_dump(mode="json"), started=started, is_last=is_last
+    )
     return decision
 
 
-def worker_stage(turn: RunTurn, decision: RouteDecision) -> AgentOutput:
-    """Answer with the routed tools; store the tool results and the answer; send the answer
-    as a text message whose end carries the structured output."""
+def worker_stage(turn: RunTurn, decision: RouteDecision, *, is_last: bool = False) -> AgentOutput:
+    """Answer with the routed tools; store the tool results and the answer (and, where the
+    run keeps it, the answer as a file artifact); send the answer as a text message whose
+    end carries the structured output."""
     run = turn.run
-    turn.emitter.emit(StepStartedEvent(step_name=Stage.WORKER, **turn.ids))
+    turn.step_start(Stage.WORKER, turn.user_message.content)
     started = time.monotonic()
     message_id = f"{Stage.WORKER.value}-{run.run_id}"
     state = RunMappingState(
@@ -290,22 +342,27 @@ def worker_stage(turn: RunTurn, decision: RouteDecision) -> AgentOutput:
             **turn.ids,
         )
     )
-    turn.emitter.emit(StepFinishedEvent(step_name=Stage.WORKER, **turn.ids))
+    if run.answer_artifact:
+        agent_artifact_create(
+            run=run,
+            step_id=agent_step_id(thread_id=run.thread_id, run_id=run.run_id, stage=Stage.WORKER),
+            file_name=ANSWER_FILE_NAME,
+            content=output.answer.encode(),
+            mime_type="text/markdown",
+        )
+    turn.step_finish(
+        Stage.WORKER, output=output.answer, started=started, is_last=is_last, state=state
+    )
     return output
 
 
 def memory_stage(turn: RunTurn, output: AgentOutput) -> None:
-    """Where the run's agent has it, keep what later runs should know about the user. Best
-    effort: the answer is delivered already, so a failure here is logged, not the run's."""
-    try:
-        enabled = stage_enabled(run=turn.run, stage=Stage.MEMORY)
-    except Exception:  # say, its automation job was deleted since the run was queued
-        logger.exception("memory stage of run %s not started", turn.run.pk)
-        return
-    if not enabled:
-        return
+    """Keep what later runs should know about the user (the last stage, where the run's
+    agent has it). Best effort: the answer is delivered already, so a failure here is
+    logged, not the run's."""
     run = turn.run
-    turn.emitter.emit(StepStartedEvent(step_name=Stage.MEMORY, **turn.ids))
+    turn.step_start(Stage.MEMORY, output.answer)
+    started = time.monotonic()
     state = RunMappingState(
         thread_id=str(run.thread_id),
         run_id=run.run_id,
@@ -339,7 +396,9 @@ def memory_stage(turn: RunTurn, output: AgentOutput) -> None:
             tool_results=_tool_results(state),
             answer=None,
         )
-    turn.emitter.emit(StepFinishedEvent(step_name=Stage.MEMORY, **turn.ids))
+    # What it kept or forgot, a line per tool call.
+    kept = "\n".join(f"{tool.tool_name} {tool.args}" for tool in _tool_results(state))
+    turn.step_finish(Stage.MEMORY, output=kept, started=started, is_last=True, state=state)
 
 
 def attachment_bytes(*, owner: Any, block: dict[str, Any]) -> bytes:
@@ -359,6 +418,10 @@ def agent_output(final: Msg, state: RunMappingState) -> AgentOutput:
             logger.warning("the worker's structured output does not validate: %s", structured)
     text = state.narration.strip() or (final.get_text_content() or "").strip()
     return AgentOutput(answer=text, status="partial_success")
+
+
+def _token_counts(usage: dict[str, Any]) -> dict[str, Any]:
+    return {key: usage[key] for key in ("input_tokens", "output_tokens") if key in usage}
 
 
 def _tool_results(state: RunMappingState) -> list[ToolResult]:

@@ -47,11 +47,11 @@ def run_for_execution(*, run_pk: int) -> tuple[Run, int]:
 
 
 def runs_next_queued_of_idle_threads() -> list[Run]:
-    """For every thread with queued runs and none running, its oldest queued run (the next
+    """For every thread with queued runs and none running or parked, its oldest queued run (the next
     to start), in one query."""
     oldest = (
         Run.objects.filter(status=Run.Status.QUEUED)
-        .exclude(thread__runs__status=Run.Status.RUNNING)
+        .exclude(thread__runs__status__in=(Run.Status.RUNNING, Run.Status.PAUSED))
         .values("thread_id")
         .annotate(oldest=Min("pk"))
         .values("oldest")

@@ -11,15 +11,18 @@ checked in the same statement as each write), so a job that lost its run writes 
 import logging
 import uuid
 from datetime import datetime, timedelta
+from typing import Any
 
 from ag_ui.core import RunErrorEvent, RunStartedEvent
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Exists, OuterRef, Q
+from django.db.models import Exists, OuterRef, Q, Value
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from agent_runs.errors import RunNotPaused
 from agent_runs.events.emitter import RunEventEmitter
-from agent_runs.models import Run, RunEvent, Thread
+from agent_runs.models import Run, RunEvent, Step, Thread
 from agent_runs.selectors.runs import runs_next_queued_of_idle_threads
 from agent_runs.services.queue import job_stop, run_enqueue_if_idle, runs_enqueue_if_idle
 
@@ -30,7 +33,8 @@ RUN_CANCELLED_MESSAGE = "run cancelled"
 # docs/spec/sse-events-and-usage.md, RUN_ERROR: what clients see; the cause stays in Run.error.
 RUN_ERROR_MESSAGE = "runtime execution failed"
 _MAX_ERROR_CHARS = 10_000
-_ACTIVE = (Run.Status.QUEUED, Run.Status.RUNNING)
+# Holding the thread's turn: a parked run keeps it until it is resumed or cancelled.
+_ACTIVE = (Run.Status.QUEUED, Run.Status.RUNNING, Run.Status.PAUSED)
 # Cancelled while queued, its journal not written yet: it still holds its place in line.
 _ENDED_UNSTARTED = Q(status=Run.Status.CANCELLED, started_at=None) & ~Exists(
     RunEvent.objects.filter(run_id=OuterRef("pk"))
@@ -44,7 +48,7 @@ def run_claim(*, run_pk: int) -> uuid.UUID | None:
     before = Q(pk__lt=OuterRef("pk"))
     blocking = Run.objects.filter(thread_id=OuterRef("thread_id")).filter(
         Q(status=Run.Status.RUNNING)
-        | (Q(status=Run.Status.QUEUED) & before)
+        | (Q(status__in=(Run.Status.QUEUED, Run.Status.PAUSED)) & before)
         | (_ENDED_UNSTARTED & before)
     )
     token = uuid.uuid4()
@@ -52,7 +56,13 @@ def run_claim(*, run_pk: int) -> uuid.UUID | None:
     claimed = (
         Run.objects.filter(pk=run_pk, status=Run.Status.QUEUED)
         .filter(~Exists(blocking))
-        .update(status=Run.Status.RUNNING, started_at=now, heartbeat_at=now, claim_token=token)
+        .update(
+            status=Run.Status.RUNNING,
+            # A resumed run keeps when it first started (its journal's start).
+            started_at=Coalesce("started_at", Value(now)),
+            heartbeat_at=now,
+            claim_token=token,
+        )
     )
     return token if claimed else None
 
@@ -103,6 +113,7 @@ def run_fail(
         Run.objects.filter(pk=run_pk).update(
             status=Run.Status.FAILED, error=error[-_MAX_ERROR_CHARS:], finished_at=now
         )
+        _running_steps_fail(run_pk=run_pk, at=now)
     _thread_active(thread_id=run.thread_id, at=now)
     if stop_job:
         job_stop(job_id=str(run.task_id), wait=False)
@@ -112,25 +123,94 @@ def run_fail(
 
 def run_cancel(*, run: Run) -> Run:
     """Cancel a run: a queued run never starts; a running run's job is stopped (its model
-    call in flight cancelled) and the run's journal ended with ``RUN_ERROR``
-    ``code: "cancelled"``, told apart from a failure by its code. A queued run's journal gets
+    call in flight cancelled), its running step failed, and the run's journal ended with
+    ``RUN_ERROR`` ``code: "cancelled"``, told apart from a failure by its code. A parked run
+    that had started is ended the same way (no job holds it). A queued run's journal gets
     the same two events when its turn comes. A run that has ended is left as it is, so
     cancelling twice is harmless."""
     now = timezone.now()
     with transaction.atomic():
         locked = Run.objects.select_for_update().get(pk=run.pk)
         was_running = locked.status == Run.Status.RUNNING
+        journal_started = locked.started_at is not None
         was_active = locked.status in _ACTIVE
         if was_active:
-            Run.objects.filter(pk=run.pk).update(status=Run.Status.CANCELLED, finished_at=now)
+            Run.objects.filter(pk=run.pk).update(
+                status=Run.Status.CANCELLED, finished_at=now, pause_requested=False
+            )
+            _running_steps_fail(run_pk=run.pk, at=now)
     if was_active:
         _thread_active(thread_id=run.thread_id, at=now)
     if was_running:
         job_stop(job_id=str(run.task_id))
+    if was_active and (was_running or journal_started):
         _run_journal_end(run, code=RUN_CANCELLED_CODE, message=RUN_CANCELLED_MESSAGE)
     run_dispatch_next(thread_id=run.thread_id)
     run.refresh_from_db()
     return run
+
+
+def _running_steps_fail(*, run_pk: int, at: datetime) -> None:
+    """The run ended while a stage of it ran: that stage's step failed."""
+    Step.objects.filter(run_id=run_pk, status=Step.Status.RUNNING).update(
+        status=Step.Status.FAILED, completed_at=at
+    )
+
+
+def run_pause(*, run: Run) -> Run:
+    """Pause a run: a queued run is parked at once (it never starts until resumed); a
+    running run's job is asked to park it at the next stage boundary (never in the middle
+    of a model call), where it saves its progress and ends, holding no worker. A parked or
+    ended run is left as it is. Returns the run as it now is."""
+    with transaction.atomic():
+        locked = Run.objects.select_for_update().get(pk=run.pk)
+        if locked.status == Run.Status.QUEUED:
+            Run.objects.filter(pk=run.pk).update(status=Run.Status.PAUSED)
+        elif locked.status == Run.Status.RUNNING:
+            Run.objects.filter(pk=run.pk).update(pause_requested=True)
+    run.refresh_from_db()
+    return run
+
+
+def run_resume(*, run: Run, steps: int | None = None) -> Run:
+    """Go on with a paused run: a parked run is queued again (its job goes on from the next
+    stage; nothing finished runs twice), and a pause its job has not reached yet is called
+    off; any other run is ``RunNotPaused`` (409). ``steps``: a run being stepped through
+    (``Run.step_budget``) may run this many more stages, whatever its state, then parks
+    again."""
+    with transaction.atomic():
+        locked = Run.objects.select_for_update().get(pk=run.pk)
+        changes: dict[str, Any] = {"pause_requested": False}
+        if steps is not None and locked.step_budget is not None and locked.status in _ACTIVE:
+            changes["step_budget"] = locked.step_budget + steps
+        elif not (
+            locked.status == Run.Status.PAUSED
+            or (locked.status == Run.Status.RUNNING and locked.pause_requested)
+        ):
+            raise RunNotPaused()
+        queued = locked.status == Run.Status.PAUSED
+        if queued:
+            changes["status"] = Run.Status.QUEUED
+        Run.objects.filter(pk=run.pk).update(**changes)
+    if queued:
+        run_dispatch_next(thread_id=run.thread_id)
+    run.refresh_from_db()
+    return run
+
+
+def run_park(*, run: Run, claim_token: uuid.UUID, checkpoint: dict[str, Any]) -> bool:
+    """The job parks its run at a stage boundary: the run is ``paused`` with its progress,
+    and no longer the job's. ``False`` when it was not the job's to park (cancelled)."""
+    return (
+        Run.objects.filter(pk=run.pk, claim_token=claim_token, status=Run.Status.RUNNING).update(
+            status=Run.Status.PAUSED,
+            checkpoint=checkpoint,
+            claim_token=None,
+            pause_requested=False,
+            heartbeat_at=None,
+        )
+        == 1
+    )
 
 
 def _thread_active(*, thread_id: uuid.UUID, at: datetime) -> None:

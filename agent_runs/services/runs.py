@@ -2,6 +2,7 @@
 
 import logging
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
@@ -28,11 +29,26 @@ from attachments.selectors import attachment_from_signed_url
 logger = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True)
+class RunOptions:
+    """How a run goes, beyond its input.
+
+    ``step_budget``: the run is stepped through by its client: it runs this many stages,
+    then parks (``paused``) until given more (``run_resume(steps=…)``); 0 parks it before it
+    starts. ``answer_artifact``: its final answer is kept as a file artifact of the thread.
+    ``thread_metadata``: kept with the thread when the run creates it."""
+
+    step_budget: int | None = None
+    answer_artifact: bool = False
+    thread_metadata: dict[str, Any] = field(default_factory=dict)
+
+
 def run_create(
     *,
     user: AbstractBaseUser,
     run_input: RunAgentInput,
     earlier_message_ids: Sequence[str] | None = None,
+    options: RunOptions | None = None,
 ) -> Run:
     """Store the thread (if new), the user message and the queued run; enqueue on commit.
 
@@ -55,6 +71,7 @@ def run_create(
         snapshot=snapshot,
         images=images,
         earlier_message_ids=earlier_message_ids,
+        options=options or RunOptions(),
     )
     try:
         return create()
@@ -72,12 +89,15 @@ def _run_create(
     snapshot: dict[str, Any],
     images: list[Attachment],
     earlier_message_ids: Sequence[str] | None,
+    options: RunOptions,
 ) -> Run:
     input_sha256 = snapshot_sha256(snapshot)
     automation_job = ""
     if run_input.forwarded_props.runtime_mode == Run.RuntimeMode.AUTOMATION:
         automation_job = _automation_job_check(run_input)
-    thread, thread_created = _thread_lock_or_create(user=user, thread_id=run_input.thread_id)
+    thread, thread_created = _thread_lock_or_create(
+        user=user, thread_id=run_input.thread_id, metadata=options.thread_metadata
+    )
     if not thread_created:
         existing = Run.objects.filter(thread=thread, run_id=run_input.run_id).first()
         if existing is not None:
@@ -101,6 +121,10 @@ def _run_create(
         client_time=props.client_time.model_dump() if props.client_time else None,
         automation_job=automation_job,
         created_thread=thread_created,
+        # Parked before it starts: it waits for its first step (no job until then).
+        status=Run.Status.PAUSED if options.step_budget == 0 else Run.Status.QUEUED,
+        step_budget=options.step_budget,
+        answer_artifact=options.answer_artifact,
     )
     message = run_input.user_message
     blocks = [] if isinstance(message.content, str) else snapshot["messages"][0]["content"]
@@ -116,7 +140,8 @@ def _run_create(
         },
     )
     messages_append(thread=thread, run=run, drafts=[user_message])
-    transaction.on_commit(partial(run_enqueue, run=run))
+    if run.status == Run.Status.QUEUED:
+        transaction.on_commit(partial(run_enqueue, run=run))
     return run
 
 
@@ -170,10 +195,12 @@ def _automation_job_check(run_input: RunAgentInput) -> str:
     return name
 
 
-def _thread_lock_or_create(*, user: AbstractBaseUser, thread_id: Any) -> tuple[Thread, bool]:
+def _thread_lock_or_create(
+    *, user: AbstractBaseUser, thread_id: Any, metadata: dict[str, Any]
+) -> tuple[Thread, bool]:
     thread = Thread.objects.select_for_update().filter(pk=thread_id).first()
     if thread is None:
-        return Thread.objects.create(id=thread_id, owner_id=user.pk), True
+        return Thread.objects.create(id=thread_id, owner_id=user.pk, metadata=metadata), True
     if thread.owner_id != user.pk:
         raise Http404
     return thread, False

@@ -2,25 +2,27 @@
 
 import logging
 import uuid
+from typing import Any
 
 from django.db import transaction
 from redis.exceptions import RedisError
 
 from agent_runs.events.emitter import redis_client, stream_key
-from agent_runs.models import CalendarEvent, Run, Thread
+from agent_runs.models import Artifact, CalendarEvent, Run, Thread
 from agent_runs.services.lifecycle import run_cancel
 from attachments.selectors import attachments_of_thread_only
-from attachments.services import attachments_delete
+from attachments.services import attachments_delete, stored_objects_delete
 
 logger = logging.getLogger(__name__)
 
-_ACTIVE = (Run.Status.QUEUED, Run.Status.RUNNING)
+_ACTIVE = (Run.Status.QUEUED, Run.Status.RUNNING, Run.Status.PAUSED)
 
 
 def thread_delete(*, thread: Thread) -> None:
     """Delete a thread and what it holds: its messages, its runs and their events, the
-    calendar events its runs created, the attachments only its messages name (the rows with
-    the thread, the stored objects once that commits) and its Redis event stream.
+    calendar events its runs created, its steps and artifacts, the attachments only its
+    messages name (the rows with the thread, the stored objects once that commits) and its
+    Redis event stream.
 
     A queued or running run is cancelled first (``run_cancel``: a running run's job is
     stopped). Usage records stay, without their run: what was billed never changes, and their
@@ -40,6 +42,11 @@ def thread_delete(*, thread: Thread) -> None:
             if Run.objects.filter(thread=locked, status__in=_ACTIVE).exists():
                 continue  # accepted before the lock: cancel it too
             attachments_delete(attachments=attachments_of_thread_only(thread=locked))
+            stored_objects_delete(
+                names=list(
+                    Artifact.objects.filter(thread=locked).values_list("storage_name", flat=True)
+                )
+            )
             CalendarEvent.objects.filter(run__thread=locked).delete()
             locked.delete()
             transaction.on_commit(lambda: _event_stream_delete(thread.pk))
@@ -53,3 +60,8 @@ def _event_stream_delete(thread_id: uuid.UUID) -> None:
         # Nothing reads it any more (a stream opens only on a thread of the database); it
         # holds at most AGENT_EVENTS_STREAM_MAXLEN entries.
         logger.warning("could not delete the event stream of thread %s", thread_id, exc_info=True)
+
+
+def thread_create(*, user: Any, metadata: dict[str, Any]) -> Thread:
+    """A thread with nothing in it yet (an Agent Protocol task created without an input)."""
+    return Thread.objects.create(owner_id=user.pk, metadata=metadata)

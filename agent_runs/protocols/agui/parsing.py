@@ -3,8 +3,6 @@
 docs/spec/run-agent-input.md: Validation Rules, forwardedProps, Compatibility Notes.
 """
 
-import json
-import math
 import re
 import uuid
 from dataclasses import dataclass
@@ -16,6 +14,12 @@ from pydantic import ValidationError
 from pydantic.alias_generators import to_camel
 
 from agent_runs.errors import EventCursorInvalid, RunInputInvalid
+from agent_runs.json_input import (
+    MAX_JSON_DEPTH,
+    JsonTooDeep,
+    json_decode,
+    json_unstorable_place,
+)
 from agent_runs.run_input import RunAgentInput, iana_timezones, parse_uuid, user_text
 
 MAX_PAYLOAD_BYTES = 256 * 1024
@@ -31,60 +35,6 @@ MAX_ATTACHMENTS_PER_MESSAGE = 3
 _MAX_EPOCH_MS = 253_402_300_799_999
 _RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$")
 _FORWARDED_PROPS_KEYS = {"runtime_mode", "client_time"}
-# How deep a body may nest, counting its object as level 1 (so ``state`` and
-# ``forwardedProps`` hold 62 more levels): far more than any real input needs, and well
-# inside what the JSON decoder, pydantic and PostgreSQL's jsonb each handle.
-MAX_JSON_DEPTH = 64
-# The longest integer (in digits) a body may hold. Python refuses to convert an integer of
-# more than 4,300 digits, and no field here means one of more than a few dozen.
-MAX_JSON_INT_DIGITS = 100
-
-
-class MalformedJson(ValueError):
-    """A body that is not JSON this service can read; the view answers it with 400
-    ``malformed JSON: <message>``."""
-
-
-def decode_json_body(body: bytes) -> Any:
-    """The JSON value of a request body, refusing what JSON or Python cannot carry.
-
-    ``MalformedJson`` for a body that is not JSON (bad syntax, bad encoding), and for numbers
-    no JSON peer can read back: ``NaN``, ``Infinity``, ``-Infinity`` (not JSON, RFC 8259), a
-    float beyond a double's range, an integer of more than ``MAX_JSON_INT_DIGITS`` digits.
-    A body nested too deep for the decoder is a ``RunInputInvalid`` (422), the answer the
-    depth rule of ``parse_run_agent_input`` gives to shallower ones.
-    """
-    try:
-        return json.loads(
-            body,
-            parse_int=_json_int,
-            parse_float=_json_float,
-            parse_constant=_json_constant,
-        )
-    except RecursionError:
-        raise RunInputInvalid(
-            f"invalid RunAgentInput: nested deeper than {MAX_JSON_DEPTH} levels"
-        ) from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise MalformedJson(str(exc)) from None
-
-
-def _json_int(text: str) -> int:
-    if len(text.lstrip("-")) > MAX_JSON_INT_DIGITS:
-        raise MalformedJson(f"an integer longer than {MAX_JSON_INT_DIGITS} digits")
-    return int(text)
-
-
-def _json_float(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        shown = text if len(text) <= 32 else text[:32] + "..."
-        raise MalformedJson(f"a number out of range ({shown})")
-    return value
-
-
-def _json_constant(name: str) -> Any:
-    raise MalformedJson(f"{name} is not a JSON value")
 
 
 def parse_run_agent_input(raw: Any) -> RunAgentInput:
@@ -196,70 +146,25 @@ def _check_rules(data: dict[str, Any]) -> None:
         raise RunInputInvalid("invalid RunAgentInput.messages[0].content: the message is empty")
 
 
-# What no stored string may hold: NUL (PostgreSQL) and lone surrogates (UTF-8). A surrogate
-# pair sent as two escapes is decoded to the one character it spells, and passes.
-_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
-_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-
-
 def _check_storable(data: dict[str, Any]) -> None:
-    """One walk of the decoded body: the depth limit, and no NUL or lone surrogate in any
-    string or key. The message names the place (``invalid RunAgentInput.state.items[2]``)."""
+    """The depth limit, and no NUL or lone surrogate in any string or key; the message names
+    the place (``invalid RunAgentInput.state.items[2]``)."""
+    place = json_unstorable_place(data)
+    if place is not None:
+        path, reason = place
+        raise RunInputInvalid(f"invalid RunAgentInput{path}: {reason}")
+
+
+def decode_json_body(body: bytes) -> Any:
+    """The JSON value of a request body (``agent_runs.json_input.json_decode``); one nested
+    too deep for the decoder is a ``RunInputInvalid`` (422), the answer the depth rule of
+    ``parse_run_agent_input`` gives to shallower ones."""
     try:
-        _walk(data, depth=1)
-    except _Unstorable as exc:
-        path = "".join(
-            f"[{part}]" if isinstance(part, int) else _key_path(part) for part in reversed(exc.path)
-        )
-        raise RunInputInvalid(f"invalid RunAgentInput{path}: {exc.reason}") from None
-
-
-class _Unstorable(Exception):
-    """Raised at the offending value; each container it passes adds its key or index."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.path: list[str | int] = []
-
-
-def _walk(container: dict[str, Any] | list[Any], depth: int) -> None:
-    # Called for every container of a body of up to 256 KB: kept to one loop per container,
-    # with the path built only on the way out of an error.
-    if depth > MAX_JSON_DEPTH:
-        raise _Unstorable(f"nested deeper than {MAX_JSON_DEPTH} levels")
-    items: Any
-    if isinstance(container, dict):
-        for key in container:
-            if _UNSTORABLE.search(key):
-                raise _Unstorable(_unstorable_reason(key, "keys"))
-        items = container.items()
-    else:
-        items = enumerate(container)
-    for key, item in items:
-        try:
-            kind = type(item)  # decoded JSON: exactly str, dict, list, or a scalar
-            if kind is str:
-                if _UNSTORABLE.search(item):
-                    raise _Unstorable(_unstorable_reason(item, "strings"))
-            elif kind is dict or kind is list:
-                _walk(item, depth + 1)
-        except _Unstorable as exc:
-            exc.path.append(key)
-            raise
-
-
-def _unstorable_reason(text: str, what: str) -> str:
-    if "\x00" in text:
-        return f"{what} must not contain NUL (\\u0000)"
-    return f"{what} must not contain lone surrogates (\\ud800-\\udfff)"
-
-
-def _key_path(key: str) -> str:
-    if _IDENTIFIER.fullmatch(key):
-        return f".{key}"
-    shown = key if len(key) <= 32 else key[:32] + "..."
-    return f"[{json.dumps(shown, ensure_ascii=False)}]"
+        return json_decode(body)
+    except JsonTooDeep:
+        raise RunInputInvalid(
+            f"invalid RunAgentInput: nested deeper than {MAX_JSON_DEPTH} levels"
+        ) from None
 
 
 def _user_content(message: dict[str, Any], index: int) -> str | list[Any]:

@@ -14,12 +14,12 @@ from rest_framework.views import APIView
 
 from agent_runs.authentication import stream_token_issue
 from agent_runs.errors import OnDisconnectInvalid, RunPayloadTooLarge
+from agent_runs.json_input import MalformedJson
 from agent_runs.protocols.agui.client_events import agui_client_event
 from agent_runs.protocols.agui.parsing import (
     CONVERSATION_MAX_PAYLOAD_BYTES,
     MAX_PAYLOAD_BYTES,
     ConversationTurn,
-    MalformedJson,
     decode_json_body,
     parse_conversation_turn,
     parse_run_agent_input,

@@ -1,0 +1,136 @@
+"""What the Agent Protocol's requests carry, checked before anything is stored: JSON bodies
+(``JsonBodyParser``), the bodies of each set's routes, page numbers, and a task's text as the
+core's ``RunAgentInput``. Pure but for reading the request stream."""
+
+import uuid
+from typing import IO, Any, Literal, TypeVar
+
+from django.http import Http404
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, ValidationError
+from rest_framework.exceptions import ParseError
+from rest_framework.parsers import BaseParser
+
+from agent_runs.json_input import JsonTooDeep, MalformedJson, json_decode, json_unstorable_place
+from agent_runs.protocols.agent_protocol.errors import BodyInvalid
+from agent_runs.run_input import ForwardedProps, InputMessage, RunAgentInput
+
+MAX_BODY_BYTES = 1024 * 1024
+MAX_TASK_CHARS = 10_000
+MAX_PAGE_SIZE = 100
+
+B = TypeVar("B", bound=BaseModel)
+
+
+class JsonBodyParser(BaseParser):
+    """JSON bodies as the run core reads them (``agent_runs.json_input``): not JSON, numbers
+    no peer can read back, nesting too deep, NUL or lone surrogates are each a 400 naming
+    the problem; at most 1 MB."""
+
+    media_type = "application/json"
+
+    def parse(self, stream: IO[bytes], media_type: Any = None, parser_context: Any = None) -> Any:
+        body = stream.read(MAX_BODY_BYTES + 1)
+        if len(body) > MAX_BODY_BYTES:
+            raise ParseError(f"the body exceeds {MAX_BODY_BYTES // 1024} KB")
+        if not body.strip():
+            return {}
+        try:
+            value = json_decode(body)
+        except MalformedJson as exc:
+            raise ParseError(f"malformed JSON: {exc}") from None
+        except JsonTooDeep:
+            raise ParseError("malformed JSON: nested too deep") from None
+        if isinstance(value, dict | list):
+            place = json_unstorable_place(value)
+            if place is not None:
+                path, reason = place
+                raise ParseError(f"invalid body{path}: {reason}")
+        return value
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+
+class SpecTaskCreate(_Body):
+    task: StrictStr = Field(min_length=1, max_length=MAX_TASK_CHARS)
+    workspace: StrictStr | None = Field(default=None, max_length=1024)
+
+
+class SpecStepCreate(_Body):
+    name: StrictStr = Field(default="", max_length=200)
+    input: Any = None
+    additional_input: dict[str, Any] = {}
+
+
+class SpecStepUpdate(_Body):
+    status: Literal["created", "running", "completed", "failed"] | None = None
+    output: Any = None
+    additional_output: dict[str, Any] | None = None
+    is_last: StrictBool | None = None
+
+
+class OfficialTaskCreate(_Body):
+    input: StrictStr | None = Field(default=None, max_length=MAX_TASK_CHARS)
+    additional_input: dict[str, Any] | None = None
+
+
+class OfficialStepCreate(_Body):
+    input: StrictStr | None = Field(default=None, max_length=MAX_TASK_CHARS)
+    additional_input: dict[str, Any] | None = None
+
+
+def body_parse(model: type[B], data: Any, *, status: int = 400) -> B:
+    """The body as ``model``; ``BodyInvalid`` naming each problem otherwise."""
+    if not isinstance(data, dict):
+        raise BodyInvalid("the body must be a JSON object", status=status)
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        problems = [
+            {"field": ".".join(str(part) for part in error["loc"]), "problem": error["msg"]}
+            for error in exc.errors(include_url=False, include_input=False)
+        ]
+        summary = "; ".join(f"{p['field'] or 'body'}: {p['problem']}" for p in problems)
+        raise BodyInvalid(f"invalid body: {summary}", status=status, details=problems) from None
+
+
+def task_text_check(text: str, *, field: str, status: int = 400) -> str:
+    """A task's text: something to do, not only blanks."""
+    if not text.strip():
+        raise BodyInvalid(f"invalid body: {field}: must not be blank", status=status)
+    return text
+
+
+def task_run_input(*, thread_id: uuid.UUID, text: str) -> RunAgentInput:
+    """A task's text as the core's command: one new chat turn of the task's thread."""
+    return RunAgentInput(
+        thread_id=thread_id,
+        run_id=f"task-run-{uuid.uuid4()}",
+        messages=[InputMessage(id=f"task-input-{uuid.uuid4()}", role="user", content=text)],
+        forwarded_props=ForwardedProps(runtime_mode="chat"),
+    )
+
+
+def page_query(query: Any, *, page_key: str, size_key: str, default_size: int) -> tuple[int, int]:
+    """The page number (from 1) and page size (1 to 100) a list's query asks for."""
+    number = _positive_int(query.get(page_key, "1"), page_key, maximum=10**9)
+    size = _positive_int(query.get(size_key, str(default_size)), size_key, maximum=MAX_PAGE_SIZE)
+    return number, size
+
+
+def _positive_int(value: str, name: str, *, maximum: int) -> int:
+    if (
+        not (value.isascii() and value.isdigit() and len(value) <= 10)
+        or not 1 <= int(value) <= maximum
+    ):
+        raise BodyInvalid(f"{name} must be an integer from 1 to {maximum}")
+    return int(value)
+
+
+def uuid_or_404(value: str) -> uuid.UUID:
+    """An id of the protocol's objects (UUIDs): anything else names nothing."""
+    try:
+        return uuid.UUID(value)
+    except ValueError:
+        raise Http404 from None

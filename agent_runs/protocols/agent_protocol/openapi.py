@@ -1,0 +1,27 @@
+"""The Agent Protocol's error body in the OpenAPI schema: ``{"error", "message",
+"details"?}`` (errors.py), for both URL sets."""
+
+from drf_spectacular.utils import OpenApiResponse
+from rest_framework import serializers
+
+_WHEN = {
+    400: "Malformed input",
+    401: "No credentials, or bad ones",
+    404: "Not found, or not the caller's",
+    409: "A conflict with the task's state",
+    413: "The file is too large",
+    422: "A body the official set cannot read",
+}
+
+
+class AgentProtocolErrorSerializer(serializers.Serializer):
+    error = serializers.CharField(help_text="The status's reason phrase.")
+    message = serializers.CharField(help_text="What went wrong.")
+    details = serializers.JSONField(required=False, help_text="Each problem of a body.")
+
+
+def error_responses(*statuses: int) -> dict[int, OpenApiResponse]:
+    return {
+        status: OpenApiResponse(AgentProtocolErrorSerializer, description=_WHEN[status])
+        for status in statuses
+    }

@@ -1,0 +1,391 @@
+"""The Agent Protocol's spec set under ``/api/`` (docs/spec/agent-protocol-tasks.md): tasks
+(each a thread of the caller's, its work the core's runs), their control, steps and per-step
+artifacts. Each view parses, makes one core call and answers in the spec's shapes; errors are
+``{"error", "message", "details"?}`` (errors.py)."""
+
+import uuid
+from typing import Any, cast
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.http import FileResponse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import status
+from rest_framework.parsers import MultiPartParser
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from agent_runs.models import Artifact, Run, Step, Thread
+from agent_runs.protocols.agent_protocol.errors import (
+    AgentProtocolApi,
+    BodyInvalid,
+    TaskEnded,
+    TaskNotActive,
+)
+from agent_runs.protocols.agent_protocol.inbound import (
+    JsonBodyParser,
+    SpecStepCreate,
+    SpecStepUpdate,
+    SpecTaskCreate,
+    body_parse,
+    page_query,
+    task_run_input,
+    task_text_check,
+    uuid_or_404,
+)
+from agent_runs.protocols.agent_protocol.openapi import error_responses
+from agent_runs.protocols.agent_protocol.outbound import (
+    spec_artifact,
+    spec_pagination,
+    spec_step,
+    spec_task,
+    spec_task_created,
+    spec_task_detail,
+    task_status,
+)
+from agent_runs.selectors.steps import (
+    artifact_get_of_thread,
+    artifacts_of_thread,
+    latest_run_of_thread,
+    numbered_page,
+    step_get_of_thread,
+    steps_of_thread,
+    task_get_for_user,
+    tasks_of_user,
+)
+from agent_runs.services.artifacts import artifact_delete, artifact_upload
+from agent_runs.services.lifecycle import run_cancel, run_pause, run_resume
+from agent_runs.services.runs import RunOptions, run_create
+from agent_runs.services.steps import client_step_create, client_step_update
+from agent_runs.services.threads import thread_delete
+from attachments.selectors import stored_object_open
+
+_TAGS = ["agent protocol (spec)"]
+_PAGE = [
+    OpenApiParameter("page", int, description="The page, from 1 (default 1)."),
+    OpenApiParameter("pageSize", int, description="Items per page, 1 to 100 (default 20)."),
+]
+_ACTIVE = (Run.Status.QUEUED, Run.Status.RUNNING, Run.Status.PAUSED)
+
+
+def _user(request: Request) -> AbstractBaseUser:
+    return cast(AbstractBaseUser, request.user)
+
+
+def _task(request: Request, task_id: str) -> Thread:
+    return task_get_for_user(user=_user(request), thread_id=uuid_or_404(task_id))
+
+
+class _Api(AgentProtocolApi):
+    parser_classes = [JsonBodyParser]
+
+
+def _download_url(request: Request, artifact: Artifact) -> str:
+    step = f"steps/{artifact.step_id}/" if artifact.step_id else ""
+    return request.build_absolute_uri(
+        f"/api/tasks/{artifact.thread_id}/{step}artifacts/{artifact.pk}/download"
+    )
+
+
+class TaskListApi(_Api):
+    """``GET /api/tasks`` (a page of the caller's tasks, newest first) and ``POST
+    /api/tasks`` (a task; the agent starts on it at once)."""
+
+    @extend_schema(
+        operation_id="ap_tasks_list",
+        summary="The caller's tasks",
+        tags=_TAGS,
+        parameters=_PAGE,
+        responses={200: OpenApiTypes.OBJECT, **error_responses(400, 401)},
+    )
+    def get(self, request: Request) -> Response:
+        number, size = page_query(
+            request.query_params, page_key="page", size_key="pageSize", default_size=20
+        )
+        tasks = tasks_of_user(user=_user(request)).prefetch_related("artifacts")
+        page = numbered_page(tasks, number=number, size=size)
+        return Response(
+            {"tasks": [spec_task(t) for t in page.items], "pagination": spec_pagination(page)}
+        )
+
+    @extend_schema(
+        operation_id="ap_tasks_create",
+        summary="Create a task; the agent starts on it",
+        tags=_TAGS,
+        request=OpenApiTypes.OBJECT,
+        responses={200: OpenApiTypes.OBJECT, **error_responses(400, 401, 413)},
+    )
+    def post(self, request: Request) -> Response:
+        body = body_parse(SpecTaskCreate, request.data)
+        text = task_text_check(body.task, field="task")
+        run_input = task_run_input(thread_id=uuid.uuid4(), text=text)
+        metadata = {} if body.workspace is None else {"workspace": body.workspace}
+        run = run_create(
+            user=_user(request),
+            run_input=run_input,
+            options=RunOptions(answer_artifact=True, thread_metadata=metadata),
+        )
+        return Response(spec_task_created(run.thread, text))
+
+
+class TaskDetailApi(_Api):
+    """``GET /api/tasks/:id`` (the task with its cycles) and ``DELETE`` (cancelled first,
+    then removed with everything it holds)."""
+
+    @extend_schema(
+        operation_id="ap_tasks_get",
+        summary="A task, with its cycles",
+        tags=_TAGS,
+        responses={200: OpenApiTypes.OBJECT, **error_responses(401, 404)},
+    )
+    def get(self, request: Request, task_id: str) -> Response:
+        thread = _task(request, task_id)
+        runs = Run.objects.filter(thread=thread).order_by("created_at", "pk")
+        return Response(spec_task_detail(thread, runs))
+
+    @extend_schema(
+        operation_id="ap_tasks_delete",
+        summary="Delete a task",
+        tags=_TAGS,
+        responses={204: None, **error_responses(401, 404)},
+    )
+    def delete(self, request: Request, task_id: str) -> Response:
+        thread_delete(thread=_task(request, task_id))
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class TaskControlApi(_Api):
+    """``POST /api/tasks/:id/{pause,resume,cancel}``."""
+
+    action = ""
+
+    @extend_schema(
+        operation_id="ap_tasks_control",
+        summary="Pause, resume or cancel a task",
+        tags=_TAGS,
+        request=None,
+        responses={200: OpenApiTypes.OBJECT, **error_responses(401, 404, 409)},
+    )
+    def post(self, request: Request, task_id: str) -> Response:
+        thread = _task(request, task_id)
+        run = latest_run_of_thread(thread=thread)
+        current = task_status(run.status if run else None, run.pause_requested if run else None)
+        if self.action == "pause":
+            if run is None or run.status not in _ACTIVE:
+                raise TaskNotActive(current)
+            run = run_pause(run=run)
+        elif self.action == "resume":
+            if run is None:
+                raise TaskNotActive(current)
+            run = run_resume(run=run)
+        else:
+            if run is not None and run.status in (Run.Status.COMPLETED, Run.Status.FAILED):
+                raise TaskEnded(current)
+            if run is not None:
+                run = run_cancel(run=run)
+        status_now = task_status(run.status if run else None, run.pause_requested if run else None)
+        if self.action == "cancel" and run is None:
+            status_now = "cancelled"  # nothing ever ran: nothing will
+        return Response({"task_id": str(thread.pk), "status": status_now})
+
+
+class StepListApi(_Api):
+    """``GET /api/tasks/:taskId/steps`` and ``POST`` (a client's own step; nothing runs)."""
+
+    not_found = "task not found"
+
+    @extend_schema(
+        operation_id="ap_steps_list",
+        summary="A task's steps",
+        tags=_TAGS,
+        parameters=_PAGE,
+        responses={200: OpenApiTypes.OBJECT, **error_responses(400, 401, 404)},
+    )
+    def get(self, request: Request, task_id: str) -> Response:
+        thread = _task(request, task_id)
+        number, size = page_query(
+            request.query_params, page_key="page", size_key="pageSize", default_size=20
+        )
+        page = numbered_page(steps_of_thread(thread=thread), number=number, size=size)
+        url = self._url(request)
+        return Response(
+            {"steps": [spec_step(s, url) for s in page.items], "pagination": spec_pagination(page)}
+        )
+
+    @extend_schema(
+        operation_id="ap_steps_create",
+        summary="Record a step of a task",
+        tags=_TAGS,
+        request=OpenApiTypes.OBJECT,
+        responses={201: OpenApiTypes.OBJECT, **error_responses(400, 401, 404)},
+    )
+    def post(self, request: Request, task_id: str) -> Response:
+        thread = _task(request, task_id)
+        body = body_parse(SpecStepCreate, request.data)
+        step = client_step_create(
+            thread=thread, name=body.name, input=body.input, additional_input=body.additional_input
+        )
+        return Response(spec_step(step, self._url(request)), status=status.HTTP_201_CREATED)
+
+    @staticmethod
+    def _url(request: Request) -> Any:
+        return lambda artifact: _download_url(request, artifact)
+
+
+class StepDetailApi(_Api):
+    """``GET /api/tasks/:taskId/steps/:stepId`` and ``PATCH`` (a client's step only)."""
+
+    not_found = "step not found"
+
+    @extend_schema(
+        operation_id="ap_steps_get",
+        summary="A step",
+        tags=_TAGS,
+        responses={200: OpenApiTypes.OBJECT, **error_responses(401, 404)},
+    )
+    def get(self, request: Request, task_id: str, step_id: str) -> Response:
+        step = _step(request, task_id, step_id)
+        return Response(spec_step(step, lambda a: _download_url(request, a)))
+
+    @extend_schema(
+        operation_id="ap_steps_update",
+        summary="Update a client's step",
+        tags=_TAGS,
+        request=OpenApiTypes.OBJECT,
+        responses={200: OpenApiTypes.OBJECT, **error_responses(400, 401, 404, 409)},
+    )
+    def patch(self, request: Request, task_id: str, step_id: str) -> Response:
+        step = _step(request, task_id, step_id)
+        body = body_parse(SpecStepUpdate, request.data)
+        changes = {name: getattr(body, name) for name in body.model_fields_set}
+        if changes.get("additional_output", {}) is None:
+            del changes["additional_output"]
+        step = client_step_update(step=step, changes=changes)
+        step = step_get_of_thread(thread=step.thread, step_id=step.pk)
+        return Response(spec_step(step, lambda a: _download_url(request, a)))
+
+
+def _step(request: Request, task_id: str, step_id: str) -> Step:
+    thread = _task(request, task_id)
+    return step_get_of_thread(thread=thread, step_id=uuid_or_404(step_id))
+
+
+class StepArtifactListApi(_Api):
+    """``GET /api/tasks/:taskId/steps/:stepId/artifacts`` and ``POST`` (multipart upload,
+    up to ``ARTIFACT_MAX_BYTES``)."""
+
+    not_found = "step not found"
+    parser_classes = [MultiPartParser]
+
+    @extend_schema(
+        operation_id="ap_step_artifacts_list",
+        summary="A step's artifacts",
+        tags=_TAGS,
+        parameters=_PAGE,
+        responses={200: OpenApiTypes.OBJECT, **error_responses(400, 401, 404)},
+    )
+    def get(self, request: Request, task_id: str, step_id: str) -> Response:
+        step = _step(request, task_id, step_id)
+        number, size = page_query(
+            request.query_params, page_key="page", size_key="pageSize", default_size=20
+        )
+        artifacts = artifacts_of_thread(thread=step.thread, step=step)
+        page = numbered_page(artifacts, number=number, size=size)
+        return Response(
+            {
+                "artifacts": [spec_artifact(a, _download_url(request, a)) for a in page.items],
+                "pagination": spec_pagination(page),
+            }
+        )
+
+    @extend_schema(
+        operation_id="ap_step_artifacts_upload",
+        summary="Upload an artifact of a step",
+        tags=_TAGS,
+        request={"multipart/form-data": OpenApiTypes.OBJECT},
+        responses={201: OpenApiTypes.OBJECT, **error_responses(400, 401, 404, 413)},
+    )
+    def post(self, request: Request, task_id: str, step_id: str) -> Response:
+        step = _step(request, task_id, step_id)
+        artifact = upload(request, thread=step.thread, step=step)
+        return Response(
+            spec_artifact(artifact, _download_url(request, artifact)),
+            status=status.HTTP_201_CREATED,
+        )
+
+
+def upload(request: Request, *, thread: Thread, step: Step | None) -> Artifact:
+    """The multipart upload of a request (``file``, ``relative_path``) as an artifact."""
+    file = request.FILES.get("file")
+    if file is None:
+        raise BodyInvalid("invalid body: file: a file is required (multipart/form-data)")
+    relative_path = request.POST.get("relative_path") or ""
+    if not isinstance(relative_path, str):
+        raise BodyInvalid("invalid body: relative_path: must be text")
+    return artifact_upload(thread=thread, step=step, file=file, relative_path=relative_path)
+
+
+class StepArtifactDetailApi(_Api):
+    """``GET /api/tasks/:taskId/steps/:stepId/artifacts/:artifactId`` (its metadata) and
+    ``DELETE`` (the row, then its stored file)."""
+
+    not_found = "artifact not found"
+
+    @extend_schema(
+        operation_id="ap_step_artifacts_get",
+        summary="An artifact's metadata",
+        tags=_TAGS,
+        responses={200: OpenApiTypes.OBJECT, **error_responses(401, 404)},
+    )
+    def get(self, request: Request, task_id: str, step_id: str, artifact_id: str) -> Response:
+        artifact = _artifact(request, task_id, step_id, artifact_id)
+        return Response(spec_artifact(artifact, _download_url(request, artifact)))
+
+    @extend_schema(
+        operation_id="ap_step_artifacts_delete",
+        summary="Delete an artifact",
+        tags=_TAGS,
+        responses={204: None, **error_responses(401, 404)},
+    )
+    def delete(self, request: Request, task_id: str, step_id: str, artifact_id: str) -> Response:
+        artifact_delete(artifact=_artifact(request, task_id, step_id, artifact_id))
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+def _artifact(request: Request, task_id: str, step_id: str, artifact_id: str) -> Artifact:
+    step = _step(request, task_id, step_id)
+    return artifact_get_of_thread(
+        thread=step.thread, step=step, artifact_id=uuid_or_404(artifact_id)
+    )
+
+
+class StepArtifactDownloadApi(_Api):
+    """``GET …/artifacts/:artifactId/download``: the file, with its type, name and size."""
+
+    not_found = "artifact not found"
+
+    @extend_schema(
+        operation_id="ap_step_artifacts_download",
+        summary="Download an artifact",
+        tags=_TAGS,
+        responses={
+            (200, "application/octet-stream"): OpenApiTypes.BINARY,
+            **error_responses(401, 404),
+        },
+    )
+    def get(self, request: Request, task_id: str, step_id: str, artifact_id: str) -> Any:
+        artifact = _artifact(request, task_id, step_id, artifact_id)
+        return artifact_file_response(artifact)
+
+
+def artifact_file_response(artifact: Artifact, *, content_type: str | None = None) -> FileResponse:
+    """The stored file, streamed: ``Content-Type``, ``Content-Disposition: attachment`` with
+    its name, ``Content-Length``."""
+    response = FileResponse(
+        stored_object_open(name=artifact.storage_name),
+        as_attachment=True,
+        filename=artifact.file_name,
+        content_type=content_type or artifact.mime_type,
+    )
+    response["Content-Length"] = str(artifact.size_bytes)
+    return response

@@ -1,0 +1,254 @@
+"""The official Agent Protocol v1 under ``/ap/v1/agent/`` (AI-Engineer-Foundation's
+``openapi.yml``), as its clients (``agent-protocol-client``, agbenchmark) speak it: POSTs
+answer 200, a step's input and output are strings, artifacts belong to the task.
+
+A task created with an input parks before its first stage; each ``POST …/steps`` lets it
+run one more stage (a step) and answers that step once it has finished, or as it stands
+after ``AGENT_PROTOCOL_STEP_WAIT_SECONDS``. Once the task's run has ended, a step with an
+``input`` starts a new run of the task (its next turn); one without is a 400."""
+
+import time
+import uuid
+from typing import Any
+
+from django.conf import settings
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework.parsers import MultiPartParser
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from agent_runs.models import Run, Step, Thread
+from agent_runs.protocols.agent_protocol.errors import AgentProtocolApi, NoStepLeft
+from agent_runs.protocols.agent_protocol.inbound import (
+    JsonBodyParser,
+    OfficialStepCreate,
+    OfficialTaskCreate,
+    body_parse,
+    page_query,
+    task_run_input,
+    task_text_check,
+    uuid_or_404,
+)
+from agent_runs.protocols.agent_protocol.openapi import error_responses
+from agent_runs.protocols.agent_protocol.outbound import (
+    v1_artifact,
+    v1_pagination,
+    v1_step,
+    v1_task,
+)
+from agent_runs.protocols.agent_protocol.views import _task, _user, artifact_file_response, upload
+from agent_runs.selectors.steps import (
+    artifact_get_of_thread,
+    artifacts_of_thread,
+    latest_run_of_thread,
+    numbered_page,
+    step_get_of_thread,
+    steps_of_thread,
+    task_get_for_user,
+    tasks_of_user,
+)
+from agent_runs.services.lifecycle import run_resume
+from agent_runs.services.runs import RunOptions, run_create
+from agent_runs.services.threads import thread_create
+
+_TAGS = ["agent protocol (v1)"]
+_PAGE = [
+    OpenApiParameter("current_page", int, description="The page, from 1 (default 1)."),
+    OpenApiParameter("page_size", int, description="Items per page, 1 to 100 (default 10)."),
+]
+_ENDED = (Run.Status.COMPLETED, Run.Status.FAILED, Run.Status.CANCELLED)
+_FINISHED_STEP = (Step.Status.COMPLETED, Step.Status.FAILED)
+_POLL_SECONDS = 0.05
+
+
+class _Api(AgentProtocolApi):
+    parser_classes = [JsonBodyParser]
+
+
+def _page(request: Request) -> tuple[int, int]:
+    return page_query(
+        request.query_params, page_key="current_page", size_key="page_size", default_size=10
+    )
+
+
+class TaskListApi(_Api):
+    @extend_schema(
+        operation_id="ap_v1_tasks_list",
+        summary="The caller's tasks",
+        tags=_TAGS,
+        parameters=_PAGE,
+        responses={200: OpenApiTypes.OBJECT, **error_responses(400, 401)},
+    )
+    def get(self, request: Request) -> Response:
+        number, size = _page(request)
+        tasks = tasks_of_user(user=_user(request)).prefetch_related("artifacts")
+        page = numbered_page(tasks, number=number, size=size)
+        return Response(
+            {"tasks": [v1_task(t) for t in page.items], "pagination": v1_pagination(page)}
+        )
+
+    @extend_schema(
+        operation_id="ap_v1_tasks_create",
+        summary="Create a task (it runs a step at a time)",
+        tags=_TAGS,
+        request=OpenApiTypes.OBJECT,
+        responses={200: OpenApiTypes.OBJECT, **error_responses(401, 422)},
+    )
+    def post(self, request: Request) -> Response:
+        body = body_parse(OfficialTaskCreate, request.data, status=422)
+        metadata = {"additional_input": body.additional_input or {}}
+        user = _user(request)
+        if body.input is None:
+            thread = thread_create(user=user, metadata=metadata)
+        else:
+            text = task_text_check(body.input, field="input", status=422)
+            run = run_create(
+                user=user,
+                run_input=task_run_input(thread_id=uuid.uuid4(), text=text),
+                options=RunOptions(step_budget=0, answer_artifact=True, thread_metadata=metadata),
+            )
+            thread = run.thread
+        return Response(v1_task(task_get_for_user(user=user, thread_id=thread.pk)))
+
+
+class TaskDetailApi(_Api):
+    @extend_schema(
+        operation_id="ap_v1_tasks_get",
+        summary="A task",
+        tags=_TAGS,
+        responses={200: OpenApiTypes.OBJECT, **error_responses(401, 404)},
+    )
+    def get(self, request: Request, task_id: str) -> Response:
+        return Response(v1_task(_task(request, task_id)))
+
+
+class StepListApi(_Api):
+    @extend_schema(
+        operation_id="ap_v1_steps_list",
+        summary="A task's steps",
+        tags=_TAGS,
+        parameters=_PAGE,
+        responses={200: OpenApiTypes.OBJECT, **error_responses(400, 401, 404)},
+    )
+    def get(self, request: Request, task_id: str) -> Response:
+        thread = _task(request, task_id)
+        number, size = _page(request)
+        page = numbered_page(steps_of_thread(thread=thread), number=number, size=size)
+        return Response(
+            {"steps": [v1_step(s) for s in page.items], "pagination": v1_pagination(page)}
+        )
+
+    @extend_schema(
+        operation_id="ap_v1_steps_execute",
+        summary="Execute the task's next step",
+        tags=_TAGS,
+        request=OpenApiTypes.OBJECT,
+        responses={200: OpenApiTypes.OBJECT, **error_responses(400, 401, 404, 422)},
+    )
+    def post(self, request: Request, task_id: str) -> Response:
+        thread = _task(request, task_id)
+        body = body_parse(OfficialStepCreate, request.data, status=422)
+        step = step_execute(request, thread=thread, text=body.input)
+        return Response(v1_step(step))
+
+
+def step_execute(request: Request, *, thread: Thread, text: str | None) -> Step:
+    """Let the task's run take one more stage (or start its next run with ``text``) and
+    give that stage's step once it has finished."""
+    run = latest_run_of_thread(thread=thread)
+    if run is None or run.status in _ENDED:
+        if not text or not text.strip():
+            raise NoStepLeft()
+        run = run_create(
+            user=_user(request),
+            run_input=task_run_input(thread_id=thread.pk, text=text),
+            options=RunOptions(step_budget=1, answer_artifact=True),
+        )
+        finished_before: set[uuid.UUID] = set()
+    else:
+        finished_before = set(
+            Step.objects.filter(run=run, status__in=_FINISHED_STEP).values_list("pk", flat=True)
+        )
+        if run.step_budget is not None:
+            run = run_resume(run=run, steps=1)
+    return _step_wait(run=run, finished_before=finished_before)
+
+
+def _step_wait(*, run: Run, finished_before: set[uuid.UUID]) -> Step:
+    """The run's first step to finish that had not before; as it stands when the wait is
+    over or the run has ended without one."""
+    deadline = time.monotonic() + settings.AGENT_PROTOCOL_STEP_WAIT_SECONDS
+    while True:
+        steps = list(Step.objects.filter(run=run).prefetch_related("artifacts"))
+        for step in steps:
+            if step.status in _FINISHED_STEP and step.pk not in finished_before:
+                return step
+        ended = Run.objects.filter(pk=run.pk, status__in=_ENDED).exists()
+        if (ended or time.monotonic() > deadline) and steps:
+            return steps[-1]
+        if ended:
+            raise NoStepLeft()
+        time.sleep(_POLL_SECONDS)
+
+
+class StepDetailApi(_Api):
+    not_found = "step not found"
+
+    @extend_schema(
+        operation_id="ap_v1_steps_get",
+        summary="A step",
+        tags=_TAGS,
+        responses={200: OpenApiTypes.OBJECT, **error_responses(401, 404)},
+    )
+    def get(self, request: Request, task_id: str, step_id: str) -> Response:
+        thread = _task(request, task_id)
+        return Response(v1_step(step_get_of_thread(thread=thread, step_id=uuid_or_404(step_id))))
+
+
+class ArtifactListApi(_Api):
+    parser_classes = [MultiPartParser]
+
+    @extend_schema(
+        operation_id="ap_v1_artifacts_list",
+        summary="A task's artifacts",
+        tags=_TAGS,
+        parameters=_PAGE,
+        responses={200: OpenApiTypes.OBJECT, **error_responses(400, 401, 404)},
+    )
+    def get(self, request: Request, task_id: str) -> Response:
+        thread = _task(request, task_id)
+        number, size = _page(request)
+        page = numbered_page(artifacts_of_thread(thread=thread), number=number, size=size)
+        return Response(
+            {"artifacts": [v1_artifact(a) for a in page.items], "pagination": v1_pagination(page)}
+        )
+
+    @extend_schema(
+        operation_id="ap_v1_artifacts_upload",
+        summary="Upload an artifact of a task",
+        tags=_TAGS,
+        request={"multipart/form-data": OpenApiTypes.OBJECT},
+        responses={200: OpenApiTypes.OBJECT, **error_responses(400, 401, 404, 413)},
+    )
+    def post(self, request: Request, task_id: str) -> Response:
+        artifact = upload(request, thread=_task(request, task_id), step=None)
+        return Response(v1_artifact(artifact))
+
+
+class ArtifactDownloadApi(_Api):
+    not_found = "artifact not found"
+
+    @extend_schema(
+        operation_id="ap_v1_artifacts_download",
+        summary="Download an artifact",
+        tags=_TAGS,
+        responses={
+            (200, "application/octet-stream"): OpenApiTypes.BINARY,
+            **error_responses(401, 404),
+        },
+    )
+    def get(self, request: Request, task_id: str, artifact_id: str) -> Any:
+        thread = _task(request, task_id)
+        artifact = artifact_get_of_thread(thread=thread, artifact_id=uuid_or_404(artifact_id))
+        return artifact_file_response(artifact, content_type="application/octet-stream")

@@ -1,0 +1,94 @@
+"""Reads of a thread's work as steps and artifacts, and of threads with what they were asked
+first (the Agent Protocol's tasks), a numbered page at a time. A thread, step or artifact that
+is not the caller's is a 404, never a 403."""
+
+import uuid
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db.models import Model, OuterRef, QuerySet, Subquery
+from django.http import Http404
+
+from agent_runs.models import Artifact, Message, Run, Step, Thread
+
+M = TypeVar("M", bound=Model)
+
+
+@dataclass(frozen=True)
+class NumberedPage(Generic[M]):
+    """Page ``number`` (from 1) of ``size`` items, and how many there are in all."""
+
+    items: list[M]
+    total: int
+    number: int
+    size: int
+
+    @property
+    def pages(self) -> int:
+        return -(-self.total // self.size)
+
+
+def numbered_page(rows: QuerySet[M], *, number: int, size: int) -> NumberedPage[M]:
+    start = (number - 1) * size
+    return NumberedPage(
+        items=list(rows[start : start + size]), total=rows.count(), number=number, size=size
+    )
+
+
+def tasks_of_user(*, user: AbstractBaseUser) -> QuerySet[Thread]:
+    """The caller's threads, newest first, each with its latest run's ``latest_run_status``
+    and ``latest_run_pause_requested`` (``None`` without runs) and the first thing it was
+    asked (``first_input``: its first user message's text)."""
+    return _as_tasks(Thread.objects.filter(owner_id=user.pk)).order_by("-created_at", "-pk")
+
+
+def task_get_for_user(*, user: AbstractBaseUser, thread_id: uuid.UUID) -> Thread:
+    """The caller's thread, annotated as in ``tasks_of_user``."""
+    thread = _as_tasks(Thread.objects.filter(pk=thread_id, owner_id=user.pk)).first()
+    if thread is None:
+        raise Http404
+    return thread
+
+
+def _as_tasks(threads: QuerySet[Thread]) -> QuerySet[Thread]:
+    latest = Run.objects.filter(thread_id=OuterRef("pk")).order_by("-created_at", "-pk")
+    first_user = Message.objects.filter(thread_id=OuterRef("pk"), role=Message.Role.USER).order_by(
+        "seq"
+    )
+    return threads.annotate(
+        latest_run_status=Subquery(latest.values("status")[:1]),
+        latest_run_pause_requested=Subquery(latest.values("pause_requested")[:1]),
+        first_input=Subquery(first_user.values("content")[:1]),
+    )
+
+
+def latest_run_of_thread(*, thread: Thread) -> Run | None:
+    return Run.objects.filter(thread=thread).order_by("-created_at", "-pk").first()
+
+
+def steps_of_thread(*, thread: Thread) -> QuerySet[Step]:
+    """The thread's steps in the order they were created, with their artifacts."""
+    return Step.objects.filter(thread=thread).prefetch_related("artifacts")
+
+
+def step_get_of_thread(*, thread: Thread, step_id: uuid.UUID) -> Step:
+    step = steps_of_thread(thread=thread).filter(pk=step_id).first()
+    if step is None:
+        raise Http404
+    return step
+
+
+def artifacts_of_thread(*, thread: Thread, step: Step | None = None) -> QuerySet[Artifact]:
+    """The thread's artifacts (of one of its steps, when ``step`` is given), oldest first."""
+    artifacts = Artifact.objects.filter(thread=thread)
+    return artifacts if step is None else artifacts.filter(step=step)
+
+
+def artifact_get_of_thread(
+    *, thread: Thread, artifact_id: uuid.UUID, step: Step | None = None
+) -> Artifact:
+    artifact = artifacts_of_thread(thread=thread, step=step).filter(pk=artifact_id).first()
+    if artifact is None:
+        raise Http404
+    return artifact

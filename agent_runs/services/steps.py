@@ -1,0 +1,115 @@
+"""Writes of steps: a run's stages, recorded by its job as they run, and the steps a client
+records itself (the Agent Protocol's spec set)."""
+
+import uuid
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from agent_runs.errors import RunNoLongerRunning, StepNotEditable, StepTransitionInvalid
+from agent_runs.models import Run, Step, Thread, agent_step_id
+
+# A client's step moves forward only; a step that has ended stays as it is.
+_CLIENT_TRANSITIONS = {
+    Step.Status.CREATED: {Step.Status.RUNNING, Step.Status.COMPLETED, Step.Status.FAILED},
+    Step.Status.RUNNING: {Step.Status.COMPLETED, Step.Status.FAILED},
+    Step.Status.COMPLETED: set(),
+    Step.Status.FAILED: set(),
+}
+
+
+def agent_step_start(*, run: Run, claim_token: uuid.UUID, stage: str, input: Any) -> Step:
+    """Record that the job's run started a stage, while the run is still the job's (its row
+    locked against a cancel, which fails the running step in turn); ``RunNoLongerRunning``
+    otherwise."""
+    now = timezone.now()
+    with transaction.atomic():
+        _lock_claimed(run=run, claim_token=claim_token)
+        return Step.objects.create(
+            id=agent_step_id(thread_id=run.thread_id, run_id=run.run_id, stage=stage),
+            thread_id=run.thread_id,
+            run=run,
+            source=Step.Source.AGENT,
+            name=stage,
+            status=Step.Status.RUNNING,
+            input=input,
+            created_at=now,
+            started_at=now,
+        )
+
+
+def agent_step_finish(
+    *,
+    run: Run,
+    claim_token: uuid.UUID,
+    stage: str,
+    output: Any,
+    additional_output: dict[str, Any],
+    is_last: bool,
+) -> None:
+    """Record that the job's run finished a stage (``RunNoLongerRunning`` when the run is no
+    longer the job's)."""
+    with transaction.atomic():
+        _lock_claimed(run=run, claim_token=claim_token)
+        Step.objects.filter(
+            pk=agent_step_id(thread_id=run.thread_id, run_id=run.run_id, stage=stage)
+        ).update(
+            status=Step.Status.COMPLETED,
+            output=output,
+            additional_output=additional_output,
+            is_last=is_last,
+            completed_at=timezone.now(),
+        )
+
+
+def _lock_claimed(*, run: Run, claim_token: uuid.UUID) -> None:
+    claimed = (
+        Run.objects.select_for_update(no_key=True)
+        .filter(pk=run.pk, claim_token=claim_token, status=Run.Status.RUNNING)
+        .exists()
+    )
+    if not claimed:
+        raise RunNoLongerRunning(run.pk)
+
+
+def client_step_create(
+    *, thread: Thread, name: str, input: Any, additional_input: dict[str, Any]
+) -> Step:
+    """A step the thread's owner records (nothing runs): ``created``."""
+    return Step.objects.create(
+        thread=thread,
+        source=Step.Source.CLIENT,
+        name=name,
+        input=input,
+        additional_input=additional_input,
+    )
+
+
+def client_step_update(*, step: Step, changes: dict[str, Any]) -> Step:
+    """Update a client's step: ``status`` (forward only: created → running → completed or
+    failed; ``started_at`` stamped on running, ``completed_at`` on completed or failed),
+    ``output``, ``additional_output``, ``is_last``. A stage of a run is the agent's:
+    ``StepNotEditable`` (409); a move back or out of an ended step:
+    ``StepTransitionInvalid`` (409)."""
+    if step.source != Step.Source.CLIENT:
+        raise StepNotEditable()
+    with transaction.atomic():
+        locked = Step.objects.select_for_update().get(pk=step.pk)
+        editable = ("output", "additional_output", "is_last")
+        fields = {name: changes[name] for name in editable if name in changes}
+        status = changes.get("status")
+        if status is not None and status != locked.status:
+            if status not in _CLIENT_TRANSITIONS[Step.Status(locked.status)]:
+                raise StepTransitionInvalid(locked.status, status)
+            fields["status"] = status
+            now = timezone.now()
+            if status == Step.Status.RUNNING or locked.started_at is None:
+                fields["started_at"] = now
+            if status in (Step.Status.COMPLETED, Step.Status.FAILED):
+                fields["completed_at"] = now
+        for name, value in fields.items():
+            setattr(locked, name, value)
+        if fields:
+            locked.save(update_fields=list(fields))
+    return locked
