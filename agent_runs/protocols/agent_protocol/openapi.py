@@ -25,3 +25,16 @@ def error_responses(*statuses: int) -> dict[int, OpenApiResponse]:
         status: OpenApiResponse(AgentProtocolErrorSerializer, description=_WHEN[status])
         for status in statuses
     }
+
+
+# A multipart upload: the file, and where it goes in the task's workspace.
+UPLOAD_REQUEST = {
+    "multipart/form-data": {
+        "type": "object",
+        "properties": {
+            "file": {"type": "string", "format": "binary"},
+            "relative_path": {"type": "string", "maxLength": 1024},
+        },
+        "required": ["file"],
+    }
+}

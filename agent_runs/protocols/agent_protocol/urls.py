@@ -12,10 +12,9 @@ _artifact = f"{_step}/artifacts/<str:artifact_id>"
 spec_urlpatterns = [
     path("tasks", views.TaskListApi.as_view(), name="ap-tasks"),
     path(_task, views.TaskDetailApi.as_view(), name="ap-task"),
-    *[
-        path(f"{_task}/{action}", views.TaskControlApi.as_view(action=action), name=f"ap-{action}")
-        for action in ("pause", "resume", "cancel")
-    ],
+    path(f"{_task}/pause", views.TaskPauseApi.as_view(), name="ap-pause"),
+    path(f"{_task}/resume", views.TaskResumeApi.as_view(), name="ap-resume"),
+    path(f"{_task}/cancel", views.TaskCancelApi.as_view(), name="ap-cancel"),
     path(f"{_task}/steps", views.StepListApi.as_view(), name="ap-steps"),
     path(_step, views.StepDetailApi.as_view(), name="ap-step"),
     path(f"{_step}/artifacts", views.StepArtifactListApi.as_view(), name="ap-step-artifacts"),

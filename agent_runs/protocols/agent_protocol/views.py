@@ -33,7 +33,7 @@ from agent_runs.protocols.agent_protocol.inbound import (
     task_text_check,
     uuid_or_404,
 )
-from agent_runs.protocols.agent_protocol.openapi import error_responses
+from agent_runs.protocols.agent_protocol.openapi import UPLOAD_REQUEST, error_responses
 from agent_runs.protocols.agent_protocol.outbound import (
     spec_artifact,
     spec_pagination,
@@ -155,17 +155,10 @@ class TaskDetailApi(_Api):
 
 
 class TaskControlApi(_Api):
-    """``POST /api/tasks/:id/{pause,resume,cancel}``."""
+    """``POST /api/tasks/:id/{pause,resume,cancel}`` (one subclass each)."""
 
     action = ""
 
-    @extend_schema(
-        operation_id="ap_tasks_control",
-        summary="Pause, resume or cancel a task",
-        tags=_TAGS,
-        request=None,
-        responses={200: OpenApiTypes.OBJECT, **error_responses(401, 404, 409)},
-    )
     def post(self, request: Request, task_id: str) -> Response:
         thread = _task(request, task_id)
         run = latest_run_of_thread(thread=thread)
@@ -187,6 +180,27 @@ class TaskControlApi(_Api):
         if self.action == "cancel" and run is None:
             status_now = "cancelled"  # nothing ever ran: nothing will
         return Response({"task_id": str(thread.pk), "status": status_now})
+
+
+def _control_api(action: str, summary: str) -> type[TaskControlApi]:
+    schema = extend_schema(
+        operation_id=f"ap_tasks_{action}",
+        summary=summary,
+        tags=_TAGS,
+        request=None,
+        responses={200: OpenApiTypes.OBJECT, **error_responses(401, 404, 409)},
+    )
+
+    def post(self: TaskControlApi, request: Request, task_id: str) -> Response:
+        return TaskControlApi.post(self, request, task_id)
+
+    post = schema(post)
+    return type(f"Task{action.title()}Api", (TaskControlApi,), {"action": action, "post": post})
+
+
+TaskPauseApi = _control_api("pause", "Pause a task at its next step boundary")
+TaskResumeApi = _control_api("resume", "Resume a paused task")
+TaskCancelApi = _control_api("cancel", "Cancel a task")
 
 
 class StepListApi(_Api):
@@ -302,7 +316,7 @@ class StepArtifactListApi(_Api):
         operation_id="ap_step_artifacts_upload",
         summary="Upload an artifact of a step",
         tags=_TAGS,
-        request={"multipart/form-data": OpenApiTypes.OBJECT},
+        request=UPLOAD_REQUEST,
         responses={201: OpenApiTypes.OBJECT, **error_responses(400, 401, 404, 413)},
     )
     def post(self, request: Request, task_id: str, step_id: str) -> Response:

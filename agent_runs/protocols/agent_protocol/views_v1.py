@@ -30,7 +30,7 @@ from agent_runs.protocols.agent_protocol.inbound import (
     task_text_check,
     uuid_or_404,
 )
-from agent_runs.protocols.agent_protocol.openapi import error_responses
+from agent_runs.protocols.agent_protocol.openapi import UPLOAD_REQUEST, error_responses
 from agent_runs.protocols.agent_protocol.outbound import (
     v1_artifact,
     v1_pagination,
@@ -228,7 +228,7 @@ class ArtifactListApi(_Api):
         operation_id="ap_v1_artifacts_upload",
         summary="Upload an artifact of a task",
         tags=_TAGS,
-        request={"multipart/form-data": OpenApiTypes.OBJECT},
+        request=UPLOAD_REQUEST,
         responses={200: OpenApiTypes.OBJECT, **error_responses(400, 401, 404, 413)},
     )
     def post(self, request: Request, task_id: str) -> Response:

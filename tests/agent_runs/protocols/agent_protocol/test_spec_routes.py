@@ -58,7 +58,7 @@ def test_a_task_runs_at_once_and_reads_back_as_steps_and_an_answer_artifact(
         assert step["status"] == "completed" and step["source"] == "agent"
         assert step["started_at"] and step["completed_at"] and step["created_at"]
         assert step["started_at"] <= step["completed_at"]
-    router, worker, memory = steps["steps"]
+    router, worker, _memory = steps["steps"]
     assert router["output"]["route"] in ("answer", "use_tools", "clarify")
     assert isinstance(worker["output"], str) and worker["output"]
     assert [step["is_last"] for step in steps["steps"]] == [False, False, True]
