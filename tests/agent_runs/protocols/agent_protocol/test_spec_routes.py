@@ -120,6 +120,7 @@ def test_a_client_records_its_own_steps_with_the_spec_timestamps(alice, redis_qu
     error_of(alice.patch(url, {"is_last": "yes"}, format="json"), 400)
     work_burst(redis_queue)
     agent_step = Step.objects.filter(thread_id=task_id, source="agent").first()
+    assert agent_step is not None
     body = error_of(
         alice.patch(
             f"/api/tasks/{task_id}/steps/{agent_step.pk}", {"status": "failed"}, format="json"

@@ -55,11 +55,12 @@ def test_a_pause_parks_the_task_at_the_next_boundary_and_resume_repeats_nothing(
             wait_for(lambda: Run.objects.get(pk=run.pk).status == "paused")
             run.refresh_from_db()
             # Parked after the router, never in its model call: the router's step finished.
-            assert run.checkpoint["next"] == "worker"
-            assert run.checkpoint["decision"]["route"] == "use_tools"
+            checkpoint = run.checkpoint
+            assert checkpoint is not None and checkpoint["next"] == "worker"
+            assert checkpoint["decision"]["route"] == "use_tools"
             assert run.claim_token is None and not run.pause_requested
-            steps = {step.name: step.status for step in Step.objects.filter(run=run)}
-            assert steps == {"router": "completed"}
+            parked_steps = {step.name: step.status for step in Step.objects.filter(run=run)}
+            assert parked_steps == {"router": "completed"}
             # Its job has ended: the task holds no worker while paused.
             job = Job.fetch(str(run.task_id), connection=redis_queue.connection)
             wait_for(lambda: job.get_status(refresh=True) == JobStatus.FINISHED)
@@ -118,6 +119,7 @@ def test_a_cancel_stops_the_model_call_in_flight_and_fails_the_running_step(alic
         assert step.name == "router" and step.status == "failed" and step.completed_at
         assert alice.get(f"/api/tasks/{task_id}").json()["status"] == "cancelled"
         last = RunEvent.objects.filter(run=run).order_by("-seq").first()
+        assert last is not None
         assert last.type == "RUN_ERROR" and last.payload["code"] == "cancelled"
         resumed = alice.post(f"/api/tasks/{task_id}/resume")
         assert resumed.status_code == 409
