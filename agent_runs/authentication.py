@@ -125,3 +125,18 @@ def _stream_token_user(token: str, *, thread_id: uuid.UUID | None) -> Any | None
     if thread_id is None or claims.get("t") != str(thread_id):
         return None
     return get_user_model().objects.filter(pk=claims.get("u"), is_active=True).first()
+
+
+def stream_token_grant(token: str) -> tuple[Any, uuid.UUID] | None:
+    """The active user a stream token was issued to and the one thread it names, for a
+    stream with no thread in its path (the Agent Protocol's WebSocket, which may then follow
+    that thread only); ``None`` for a bad or expired token."""
+    try:
+        claims = signing.loads(
+            token, salt=_STREAM_TOKEN_SALT, max_age=settings.AGENT_STREAM_TOKEN_TTL_SECONDS
+        )
+        thread_id = uuid.UUID(str(claims.get("t")))
+    except (signing.BadSignature, ValueError):
+        return None
+    user = get_user_model().objects.filter(pk=claims.get("u"), is_active=True).first()
+    return None if user is None else (user, thread_id)

@@ -1,5 +1,5 @@
 """ASGI entry point for daphne: Channels routes the streaming endpoints to their consumers and
-everything else to Django."""
+everything else to Django; WebSockets go to the Agent Protocol's ``/ws``."""
 
 import os
 
@@ -12,6 +12,7 @@ django.setup(set_prefix=False)
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.urls import re_path  # noqa: E402
 
+from agent_runs.protocols.agent_protocol.routing import websocket_urlpatterns  # noqa: E402
 from agent_runs.protocols.agui.routing import http_urlpatterns as agui_http  # noqa: E402
 from config.asgi_handler import SyncChainASGIHandler  # noqa: E402
 from config.static import with_static_files  # noqa: E402
@@ -24,5 +25,6 @@ application = ProtocolTypeRouter(
             # Django's stubs expect a view in re_path(); Channels takes any ASGI app there.
             URLRouter([*agui_http, re_path(r"", django_asgi_app)])  # type: ignore[arg-type]
         ),
+        "websocket": URLRouter(websocket_urlpatterns),
     }
 )

@@ -1,0 +1,253 @@
+"""The Agent Protocol's WebSocket frames (``/ws``): a task's journal as the spec's task, step,
+artifact and log events. docs/spec/agent-protocol-tasks.md, WebSocket Events;
+docs/protocols/agent-protocol-ws.md.
+
+Pure and deterministic: the frames of a journal event are a function of the event (its id
+and wire JSON), the task id and what ``FrameState`` keeps of the task's earlier events (the
+open stage of the run, whether the journal had begun), so a replay sends what the live
+stream sent. Each frame is ``{type, task_id, step_id?, artifact_id?, data, timestamp?,
+event_id}``; ``event_id`` (an extension) is the journal event's id, the cursor a client
+gives back as ``lastEventId`` to resume.
+
+``timestamp``: the stored events carry none today (the core's events never set AG-UI's
+optional ``timestamp``, and the live stream from Redis has no row time), so a frame has one
+only when its event does (AG-UI's epoch milliseconds, sent as ISO 8601 UTC). The time of
+sending would differ between a replay and the live stream, so it is never used.
+"""
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from agent_runs.events.codec import RUN_PAUSED_EVENT, RUN_RESUMED_EVENT
+from agent_runs.models import agent_step_id
+from agent_runs.services.lifecycle import RUN_CANCELLED_CODE
+
+Frame = dict[str, Any]
+
+# How much of a tool's arguments or result a log line shows.
+_LOG_TEXT_CHARS = 500
+
+
+class FrameState:
+    """What the projection keeps of a task's events before the current one. A task's journal
+    is a concatenation of whole runs, so that is the run it is in and that run's open stage.
+    A stream starts it at a run's first event (a resume replays the run up to its cursor
+    without sending it), saying whether the task's journal had begun before that."""
+
+    def __init__(self, *, journal_begun: bool = False) -> None:
+        self.journal_begun = journal_begun  # the task's first event (its task.created) is behind
+        self.run_id: str | None = None  # the run of the last event (CUSTOM events name none)
+        self.open_stage: str | None = None
+
+
+@dataclass(frozen=True)
+class _Event:
+    task_id: str
+    event_id: int
+    payload: Mapping[str, Any]
+    state: FrameState
+
+    @property
+    def run_id(self) -> str:
+        return str(self.payload.get("runId") or self.state.run_id or "")
+
+    def step_id(self, stage: str | None) -> str | None:
+        if not stage:
+            return None
+        return str(agent_step_id(thread_id=self.task_id, run_id=self.run_id, stage=stage))
+
+    def frame(self, kind: str, data: Any, *, stage: str | None = None) -> Frame:
+        return _frame(
+            kind,
+            task_id=self.task_id,
+            event_id=self.event_id,
+            payload=self.payload,
+            data=data,
+            step_id=self.step_id(stage),
+        )
+
+    def task_frame(self, kind: str, **data: Any) -> Frame:
+        return self.frame(kind, {"cycle_id": self.run_id, **data})
+
+
+def event_frames(
+    *, task_id: str, event_id: int, payload: Mapping[str, Any], state: FrameState
+) -> list[Frame]:
+    """The frames of one journal event of the task (often none), in the order sent."""
+    event = _Event(task_id, event_id, payload, state)
+    handler = _HANDLERS.get(str(payload.get("type")))
+    frames = handler(event) if handler else []
+    state.journal_begun = True
+    state.run_id = event.run_id or None
+    return frames
+
+
+def finished_step_id(*, task_id: str, payload: Mapping[str, Any]) -> str | None:
+    """The step a ``STEP_FINISHED`` ends, whose files the stream announces with it; ``None``
+    for any other event."""
+    if payload.get("type") != "STEP_FINISHED" or not payload.get("stepName"):
+        return None
+    run_id = str(payload.get("runId", ""))
+    return str(agent_step_id(thread_id=task_id, run_id=run_id, stage=payload["stepName"]))
+
+
+def artifact_frames(
+    *,
+    task_id: str,
+    event_id: int,
+    payload: Mapping[str, Any],
+    step_id: str,
+    artifacts: Iterable[Mapping[str, Any]],
+) -> list[Frame]:
+    """``artifact.created`` for each file a step made, sent with the event that ends it."""
+    return [
+        _frame(
+            "artifact.created",
+            task_id=task_id,
+            event_id=event_id,
+            payload=payload,
+            step_id=step_id,
+            artifact_id=str(artifact["id"]),
+            data={
+                "file_name": artifact["file_name"],
+                "relative_path": artifact["relative_path"],
+                "mime_type": artifact["mime_type"],
+                "size_bytes": artifact["size_bytes"],
+            },
+        )
+        for artifact in artifacts
+    ]
+
+
+def _frame(
+    kind: str,
+    *,
+    task_id: str,
+    event_id: int,
+    payload: Mapping[str, Any],
+    data: Any,
+    step_id: str | None = None,
+    artifact_id: str | None = None,
+) -> Frame:
+    frame: Frame = {"type": kind, "task_id": task_id}
+    if step_id is not None:
+        frame["step_id"] = step_id
+    if artifact_id is not None:
+        frame["artifact_id"] = artifact_id
+    frame["data"] = data
+    timestamp = _timestamp(payload.get("timestamp"))
+    if timestamp is not None:
+        frame["timestamp"] = timestamp
+    frame["event_id"] = event_id
+    return frame
+
+
+def _timestamp(value: Any) -> str | None:
+    """An event's AG-UI ``timestamp`` (epoch milliseconds) as ISO 8601 UTC."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return value if isinstance(value, str) and value else None
+    moment = datetime.fromtimestamp(value / 1000, tz=UTC)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _step_started(event: _Event) -> list[Frame]:
+    stage = str(event.payload.get("stepName", ""))
+    event.state.open_stage = stage
+    return [
+        event.frame("step.created", {"name": stage}, stage=stage),
+        event.frame("step.started", {"name": stage}, stage=stage),
+    ]
+
+
+def _step_finished(event: _Event) -> list[Frame]:
+    stage = str(event.payload.get("stepName", ""))
+    event.state.open_stage = None
+    return [event.frame("step.completed", {"name": stage}, stage=stage)]
+
+
+def _text_content(event: _Event) -> list[Frame]:
+    stage = event.state.open_stage
+    return [event.frame("step.running", {"delta": event.payload.get("delta", "")}, stage=stage)]
+
+
+def _tool_log(describe: Callable[[str, Mapping[str, Any]], str]) -> Callable[[_Event], list[Frame]]:
+    """A ``log`` line about a tool call, of the step it was made in."""
+
+    def handler(event: _Event) -> list[Frame]:
+        payload = event.payload
+        name = payload.get("toolCallName") or payload.get("tool_name") or "?"
+        stage = payload.get("stage") or event.state.open_stage
+        return [event.frame("log", describe(str(name), payload), stage=stage)]
+
+    return handler
+
+
+def _tool_result(name: str, payload: Mapping[str, Any]) -> str:
+    if payload.get("status", "success") == "success":
+        return f"tool {name} succeeded: {_clip(payload.get('content'))}"
+    return f"tool {name} failed: {_clip(payload.get('error') or payload.get('content'))}"
+
+
+def _clip(value: Any) -> str:
+    text = "" if value is None else str(value)
+    return text if len(text) <= _LOG_TEXT_CHARS else text[: _LOG_TEXT_CHARS - 1] + "…"
+
+
+def _run_started(event: _Event) -> list[Frame]:
+    event.state.open_stage = None
+    # The task was created with its first run: its first event says both.
+    created = [] if event.state.journal_begun else [event.task_frame("task.created")]
+    return [*created, event.task_frame("task.started")]
+
+
+def _run_finished(event: _Event) -> list[Frame]:
+    event.state.open_stage = None
+    return [event.task_frame("task.completed")]
+
+
+def _run_error(event: _Event) -> list[Frame]:
+    """The run ended early: the step it was in failed, then the task failed, or was
+    cancelled (``RUN_ERROR`` ``code: "cancelled"``)."""
+    code = event.payload.get("code")
+    message = event.payload.get("message")
+    stage, event.state.open_stage = event.state.open_stage, None
+    frames = []
+    if stage is not None:
+        failure = {"name": stage, "code": code, "message": message}
+        frames.append(event.frame("step.failed", failure, stage=stage))
+    if code == RUN_CANCELLED_CODE:
+        frames.append(event.task_frame("task.cancelled"))
+    else:
+        frames.append(event.task_frame("task.failed", code=code, message=message))
+    return frames
+
+
+def _custom(event: _Event) -> list[Frame]:
+    """A run parked at a stage boundary (a pause, or a spent step budget) and resumed."""
+    name = event.payload.get("name")
+    value = event.payload.get("value")
+    value = value if isinstance(value, Mapping) else {}
+    if name == RUN_PAUSED_EVENT:
+        reason = value.get("reason")
+        return [event.task_frame("task.paused", reason=reason, next_stage=value.get("next_stage"))]
+    if name == RUN_RESUMED_EVENT:
+        return [event.task_frame("task.resumed", next_stage=value.get("next_stage"))]
+    return []
+
+
+_HANDLERS: dict[str, Callable[[_Event], list[Frame]]] = {
+    "RUN_STARTED": _run_started,
+    "STEP_STARTED": _step_started,
+    "STEP_FINISHED": _step_finished,
+    "TEXT_MESSAGE_CONTENT": _text_content,
+    "TOOL_CALL_START": _tool_log(lambda name, payload: f"tool {name} called"),
+    "TOOL_CALL_ARGS": _tool_log(
+        lambda name, payload: f"tool {name} arguments: {_clip(payload.get('delta'))}"
+    ),
+    "TOOL_CALL_RESULT": _tool_log(_tool_result),
+    "RUN_FINISHED": _run_finished,
+    "RUN_ERROR": _run_error,
+    "CUSTOM": _custom,
+}
