@@ -74,12 +74,8 @@ def attachment_from_signed_url(*, user: AbstractBaseUser, url: str) -> Attachmen
 
 def attachment_read(*, attachment: Attachment) -> bytes:
     """The stored bytes. Raises ``Http404`` when the object has gone from storage."""
-    try:
-        with attachment_storage().open(attachment.storage_name, "rb") as stored:
-            content: bytes = stored.read()
-    except FileNotFoundError:
-        logger.warning("attachment %s has a row but no object in storage", attachment.pk)
-        raise Http404 from None
+    with stored_object_open(name=attachment.storage_name) as stored:
+        content: bytes = stored.read()
     return content
 
 

@@ -32,13 +32,9 @@ def attachment_upload(*, user: AbstractBaseUser, file: File) -> Attachment:
         raise AttachmentTooLarge(max_bytes)
     kind = image_kind_detect(file)
     bucket = settings.ATTACHMENT_BUCKET
-    name = f"{bucket}/{user.pk}/{uuid.uuid4().hex}.{kind.extension}"
-    storage = attachment_storage()
-    try:
-        name = storage.save(name, file)
-    except BaseException:
-        _delete_quietly(name)
-        raise
+    name = stored_object_save(
+        name=f"{bucket}/{user.pk}/{uuid.uuid4().hex}.{kind.extension}", file=file
+    )
     try:
         with transaction.atomic():
             return Attachment.objects.create(
@@ -79,9 +75,8 @@ def stored_object_save(*, name: str, file: File) -> str:
     """Write ``file`` to the attachments storage at ``name`` (or a free name beside it) and
     give the name it got; on a failure, nothing is left behind. The caller writes the
     object's row, and removes the object (``stored_objects_delete``) if that fails."""
-    storage = attachment_storage()
     try:
-        return storage.save(name, file)
+        return attachment_storage().save(name, file)
     except BaseException:
         _delete_quietly(name)
         raise

@@ -138,7 +138,7 @@ def _run_pipeline(run: Run, emitter: RunEventEmitter) -> None:
         if index < first:
             continue  # done before the run was parked
         checkpoint.next = stage
-        if index > 0 and _park_if_asked(turn, checkpoint, done=index):
+        if _park_if_asked(turn, checkpoint, done=index):
             return
         is_last = index == len(stages) - 1
         if stage == Stage.ROUTER:
@@ -183,25 +183,29 @@ class Checkpoint(BaseModel):
 
 def _park_if_asked(turn: RunTurn, checkpoint: Checkpoint, *, done: int) -> bool:
     """At a stage boundary, ``done`` stages run: park the run when a pause was asked for, or
-    its step budget is spent. Its journal says so (``CUSTOM run_paused``), then the run is
-    ``paused`` with its checkpoint and the job ends; ``RunNoLongerRunning`` when it was
-    cancelled meanwhile."""
+    its step budget is spent, as the run's row said when its last stage finished
+    (``RunTurn.control``; a job that has finished none yet was just given its stage). Its
+    journal says so (``CUSTOM run_paused``), then the run is ``paused`` with its checkpoint
+    and the job ends; ``RunNoLongerRunning`` when it was cancelled meanwhile."""
     run = turn.run
-    asked = Run.objects.filter(pk=run.pk).values("pause_requested", "step_budget").first()
+    asked = turn.control
     if asked is None:
-        raise RunNoLongerRunning(run.pk)
-    budget = asked["step_budget"]
-    if not asked["pause_requested"] and (budget is None or done < budget):
         return False
-    reason = "pause" if asked["pause_requested"] else "step"
+    budget = asked.step_budget
+    if not asked.pause_requested and (budget is None or done < budget):
+        return False
+    reason = "pause" if asked.pause_requested else "step"
     turn.emitter.emit(
         CustomEvent(name=RUN_PAUSED_EVENT, value={"reason": reason, "next_stage": checkpoint.next})
     )
     turn.emitter.flush()
-    if not run_park(
-        run=run, claim_token=turn.claim_token, checkpoint=checkpoint.model_dump(mode="json")
-    ):
-        raise RunNoLongerRunning(run.pk)
+    checkpoint_json = checkpoint.model_dump(mode="json")
+    if not run_park(run=run, claim_token=turn.claim_token, checkpoint=checkpoint_json, done=done):
+        # Resumed before it was parked (or cancelled: the next write of the job stops it).
+        turn.emitter.emit(
+            CustomEvent(name=RUN_RESUMED_EVENT, value={"next_stage": checkpoint.next})
+        )
+        return False
     logger.info("run %s parked before its %s stage (%s)", run.pk, checkpoint.next, reason)
     return True
 

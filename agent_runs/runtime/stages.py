@@ -51,7 +51,7 @@ from agent_runs.selectors.context import context_messages_for
 from agent_runs.selectors.profiles import user_locale, user_profile_settings
 from agent_runs.services.artifacts import ANSWER_FILE_NAME, agent_artifact_create
 from agent_runs.services.messages import StageAnswer, ToolResult, run_stage_messages_store
-from agent_runs.services.steps import agent_step_finish, agent_step_start
+from agent_runs.services.steps import RunControl, agent_step_finish, agent_step_start
 from agent_runs.ui_schema import ui_schema_compile
 from attachments.selectors import attachment_get_for_user, attachment_read
 from billing import selectors as billing_selectors
@@ -103,6 +103,8 @@ class RunTurn:
     recorded_calls: int = 0
     # Each stage's model calls, for its step's additional output.
     stage_calls: dict[str, list[ModelCall]] = field(default_factory=dict)
+    # What the run's clients asked of it when this job last finished a stage (none yet).
+    control: RunControl | None = None
 
     @property
     def claim_token(self) -> uuid.UUID:
@@ -160,7 +162,7 @@ class RunTurn:
                 }
                 for tool in _tool_results(state)
             ]
-        agent_step_finish(
+        self.control = agent_step_finish(
             run=self.run,
             claim_token=self.claim_token,
             stage=stage,

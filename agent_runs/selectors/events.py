@@ -93,3 +93,23 @@ def events_after(*, thread_id: uuid.UUID, after_id: int, limit: int) -> list[tup
         .order_by("pk")
         .values_list("pk", "seq", "payload")[:limit]
     )
+
+
+@dataclass(frozen=True)
+class RunStart:
+    """Where the run an event belongs to starts in its thread's journal."""
+
+    first_event_id: int
+    earlier_events: bool  # the thread's journal has events before the run's
+
+
+def run_start_of_event(*, thread_id: uuid.UUID, event_id: int) -> RunStart | None:
+    """Where the run of the thread's last event at or before ``event_id`` starts; ``None``
+    when the thread has no such event."""
+    events = RunEvent.objects.filter(thread_id=thread_id)
+    at_event = events.filter(pk__lte=event_id).order_by("-pk").values("run_id").first()
+    if at_event is None:
+        return None
+    run_events = RunEvent.objects.filter(run_id=at_event["run_id"])
+    first: int = run_events.order_by("seq").values_list("pk", flat=True)[0]
+    return RunStart(first_event_id=first, earlier_events=events.filter(pk__lt=first).exists())

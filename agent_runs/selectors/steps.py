@@ -3,8 +3,10 @@ first (the Agent Protocol's tasks), a numbered page at a time. A thread, step or
 is not the caller's is a 404, never a 403."""
 
 import uuid
+from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import Model, OuterRef, QuerySet, Subquery
@@ -92,3 +94,16 @@ def artifact_get_of_thread(
     if artifact is None:
         raise Http404
     return artifact
+
+
+def agent_files_of_steps(*, step_ids: set[str]) -> dict[str, list[Mapping[str, Any]]]:
+    """The files the agent made in these steps, oldest first, by step id."""
+    files: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
+    rows = (
+        Artifact.objects.filter(step_id__in=step_ids, agent_created=True)
+        .order_by("created_at", "pk")
+        .values("id", "step_id", "file_name", "relative_path", "mime_type", "size_bytes")
+    )
+    for row in rows:
+        files[str(row["step_id"])].append(row)
+    return files

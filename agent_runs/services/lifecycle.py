@@ -33,8 +33,9 @@ RUN_CANCELLED_MESSAGE = "run cancelled"
 # docs/spec/sse-events-and-usage.md, RUN_ERROR: what clients see; the cause stays in Run.error.
 RUN_ERROR_MESSAGE = "runtime execution failed"
 _MAX_ERROR_CHARS = 10_000
-# Holding the thread's turn: a parked run keeps it until it is resumed or cancelled.
-_ACTIVE = (Run.Status.QUEUED, Run.Status.RUNNING, Run.Status.PAUSED)
+# Not ended, and holding its place in its thread's line: a parked run keeps it until it is
+# resumed or cancelled.
+ACTIVE_STATUSES = (Run.Status.QUEUED, Run.Status.RUNNING, Run.Status.PAUSED)
 # Cancelled while queued, its journal not written yet: it still holds its place in line.
 _ENDED_UNSTARTED = Q(status=Run.Status.CANCELLED, started_at=None) & ~Exists(
     RunEvent.objects.filter(run_id=OuterRef("pk"))
@@ -133,7 +134,7 @@ def run_cancel(*, run: Run) -> Run:
         locked = Run.objects.select_for_update().get(pk=run.pk)
         was_running = locked.status == Run.Status.RUNNING
         journal_started = locked.started_at is not None
-        was_active = locked.status in _ACTIVE
+        was_active = locked.status in ACTIVE_STATUSES
         if was_active:
             Run.objects.filter(pk=run.pk).update(
                 status=Run.Status.CANCELLED, finished_at=now, pause_requested=False
@@ -181,7 +182,11 @@ def run_resume(*, run: Run, steps: int | None = None) -> Run:
     with transaction.atomic():
         locked = Run.objects.select_for_update().get(pk=run.pk)
         changes: dict[str, Any] = {"pause_requested": False}
-        if steps is not None and locked.step_budget is not None and locked.status in _ACTIVE:
+        if (
+            steps is not None
+            and locked.step_budget is not None
+            and locked.status in ACTIVE_STATUSES
+        ):
             changes["step_budget"] = locked.step_budget + steps
         elif not (
             locked.status == Run.Status.PAUSED
@@ -198,11 +203,16 @@ def run_resume(*, run: Run, steps: int | None = None) -> Run:
     return run
 
 
-def run_park(*, run: Run, claim_token: uuid.UUID, checkpoint: dict[str, Any]) -> bool:
-    """The job parks its run at a stage boundary: the run is ``paused`` with its progress,
-    and no longer the job's. ``False`` when it was not the job's to park (cancelled)."""
+def run_park(*, run: Run, claim_token: uuid.UUID, checkpoint: dict[str, Any], done: int) -> bool:
+    """The job parks its run at a stage boundary, ``done`` stages run: the run is ``paused``
+    with its progress, and no longer the job's, if a pause is still asked for or its step
+    budget is still spent (a resume may have come since the job looked). ``False`` when it
+    is not parked: the job goes on, or stops if the run is no longer its own."""
+    asked = Q(pause_requested=True) | Q(step_budget__lte=done)
     return (
-        Run.objects.filter(pk=run.pk, claim_token=claim_token, status=Run.Status.RUNNING).update(
+        Run.objects.filter(
+            asked, pk=run.pk, claim_token=claim_token, status=Run.Status.RUNNING
+        ).update(
             status=Run.Status.PAUSED,
             checkpoint=checkpoint,
             claim_token=None,
@@ -248,7 +258,7 @@ def _line_head(*, thread_id: uuid.UUID) -> Run | None:
     cancelled while queued with its journal not written yet."""
     return (
         Run.objects.filter(thread_id=thread_id)
-        .filter(Q(status__in=_ACTIVE) | _ENDED_UNSTARTED)
+        .filter(Q(status__in=ACTIVE_STATUSES) | _ENDED_UNSTARTED)
         .order_by("pk")
         .first()
     )
@@ -263,7 +273,7 @@ def _ended_unstarted_journals_write(*, thread_id: uuid.UUID) -> None:
             if not Thread.objects.select_for_update().filter(pk=thread_id).exists():
                 return
             head = _line_head(thread_id=thread_id)
-            if head is None or head.status in _ACTIVE:
+            if head is None or head.status in ACTIVE_STATUSES:
                 return
             _run_journal_end(head, code=RUN_CANCELLED_CODE, message=RUN_CANCELLED_MESSAGE)
 

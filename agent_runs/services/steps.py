@@ -2,6 +2,7 @@
 records itself (the Agent Protocol's spec set)."""
 
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
 from django.db import transaction
@@ -17,6 +18,27 @@ _CLIENT_TRANSITIONS = {
     Step.Status.COMPLETED: set(),
     Step.Status.FAILED: set(),
 }
+
+
+@dataclass(frozen=True)
+class RunControl:
+    """What a running run's clients ask of it: a pause, and how many stages it may run in
+    all (``None``: no limit)."""
+
+    pause_requested: bool
+    step_budget: int | None
+
+
+def _lock_claimed(*, run: Run, claim_token: uuid.UUID) -> RunControl:
+    claimed = (
+        Run.objects.select_for_update(no_key=True)
+        .filter(pk=run.pk, claim_token=claim_token, status=Run.Status.RUNNING)
+        .values("pause_requested", "step_budget")
+        .first()
+    )
+    if claimed is None:
+        raise RunNoLongerRunning(run.pk)
+    return RunControl(**claimed)
 
 
 def agent_step_start(*, run: Run, claim_token: uuid.UUID, stage: str, input: Any) -> Step:
@@ -47,11 +69,12 @@ def agent_step_finish(
     output: Any,
     additional_output: dict[str, Any],
     is_last: bool,
-) -> None:
+) -> RunControl:
     """Record that the job's run finished a stage (``RunNoLongerRunning`` when the run is no
-    longer the job's)."""
+    longer the job's); what its clients ask of it now, read with the run's row lock (the job
+    parks the run at this boundary if it must)."""
     with transaction.atomic():
-        _lock_claimed(run=run, claim_token=claim_token)
+        control = _lock_claimed(run=run, claim_token=claim_token)
         Step.objects.filter(
             pk=agent_step_id(thread_id=run.thread_id, run_id=run.run_id, stage=stage)
         ).update(
@@ -61,16 +84,7 @@ def agent_step_finish(
             is_last=is_last,
             completed_at=timezone.now(),
         )
-
-
-def _lock_claimed(*, run: Run, claim_token: uuid.UUID) -> None:
-    claimed = (
-        Run.objects.select_for_update(no_key=True)
-        .filter(pk=run.pk, claim_token=claim_token, status=Run.Status.RUNNING)
-        .exists()
-    )
-    if not claimed:
-        raise RunNoLongerRunning(run.pk)
+    return control
 
 
 def client_step_create(

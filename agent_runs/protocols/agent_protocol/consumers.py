@@ -15,8 +15,6 @@ import contextlib
 import json
 import logging
 import uuid
-from collections import defaultdict
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -28,14 +26,15 @@ from django.utils import timezone
 from agent_runs.authentication import bearer_key, stream_token_grant
 from agent_runs.db import db_call
 from agent_runs.events.follow import Event, thread_events
-from agent_runs.models import Artifact, RunEvent, Thread
+from agent_runs.models import Thread
 from agent_runs.protocols.agent_protocol.outbound_ws import (
     FrameState,
     artifact_frames,
     event_frames,
     finished_step_id,
 )
-from agent_runs.selectors.events import EventStreamStart
+from agent_runs.selectors.events import EventStreamStart, run_start_of_event
+from agent_runs.selectors.steps import agent_files_of_steps
 
 logger = logging.getLogger(__name__)
 
@@ -185,7 +184,9 @@ class TaskEventsConsumer(AsyncJsonWebsocketConsumer):
             if event.id > start.cursor
             and (step_id := finished_step_id(task_id=task_id, payload=event.payload))
         }
-        files = await db_call(_agent_files, step_ids=set(finished.values())) if finished else {}
+        files = (
+            await db_call(agent_files_of_steps, step_ids=set(finished.values())) if finished else {}
+        )
         for event in batch:
             frames = event_frames(
                 task_id=task_id, event_id=event.id, payload=event.payload, state=state
@@ -280,28 +281,12 @@ def _subscription_start(
         return None
     if not cursor:
         return _Start(thread_id=thread_id, after_id=0, cursor=0, journal_begun=False)
-    events = RunEvent.objects.filter(thread_id=thread_id)
-    at_cursor = events.filter(pk__lte=cursor).order_by("-pk").values("run_id").first()
-    if at_cursor is None:
+    run_start = run_start_of_event(thread_id=thread_id, event_id=cursor)
+    if run_start is None:
         return _Start(thread_id=thread_id, after_id=cursor, cursor=cursor, journal_begun=False)
-    run_events = RunEvent.objects.filter(run_id=at_cursor["run_id"])
-    run_first: int = run_events.order_by("seq").values_list("pk", flat=True)[0]
     return _Start(
         thread_id=thread_id,
-        after_id=run_first - 1,
+        after_id=run_start.first_event_id - 1,
         cursor=cursor,
-        journal_begun=events.filter(pk__lt=run_first).exists(),
+        journal_begun=run_start.earlier_events,
     )
-
-
-def _agent_files(*, step_ids: set[str]) -> dict[str, list[Mapping[str, Any]]]:
-    """The files the agent made in these steps, oldest first, by step."""
-    files: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
-    rows = (
-        Artifact.objects.filter(step_id__in=step_ids, agent_created=True)
-        .order_by("created_at", "pk")
-        .values("id", "step_id", "file_name", "relative_path", "mime_type", "size_bytes")
-    )
-    for row in rows:
-        files[str(row["step_id"])].append(row)
-    return files

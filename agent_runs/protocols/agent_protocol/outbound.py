@@ -28,6 +28,19 @@ _TASK_STATUS = {
 }
 
 
+def run_task_status(run: Run | None) -> str:
+    """The status of a task whose latest run is ``run`` (``None``: it has none)."""
+    return task_status(run.status if run else None, run.pause_requested if run else None)
+
+
+def _thread_task_status(thread: Thread) -> str:
+    """From the latest run's fields the selectors annotate."""
+    return task_status(
+        thread.latest_run_status,  # type: ignore[attr-defined]
+        thread.latest_run_pause_requested,  # type: ignore[attr-defined]
+    )
+
+
 def task_status(run_status: str | None, pause_requested: bool | None) -> str:
     """A running run whose pause was asked for reports ``paused`` at once (its job parks it
     at the next stage boundary)."""
@@ -49,10 +62,7 @@ def spec_task(thread: Thread) -> dict[str, Any]:
     return {
         "task_id": str(thread.pk),
         "input": thread.first_input,  # type: ignore[attr-defined]  # selectors annotate
-        "status": task_status(
-            thread.latest_run_status,  # type: ignore[attr-defined]
-            thread.latest_run_pause_requested,  # type: ignore[attr-defined]
-        ),
+        "status": _thread_task_status(thread),
         "created_at": _time(thread.created_at),
         "modified_at": _time(thread.updated_at),
         "artifacts": [_artifact_ref(artifact) for artifact in thread.artifacts.all()],
@@ -149,10 +159,7 @@ def v1_task(thread: Thread) -> dict[str, Any]:
         "input": thread.first_input,  # type: ignore[attr-defined]  # selectors annotate
         "additional_input": thread.metadata.get("additional_input") or {},
         "artifacts": [v1_artifact(artifact) for artifact in thread.artifacts.all()],
-        "status": task_status(
-            thread.latest_run_status,  # type: ignore[attr-defined]
-            thread.latest_run_pause_requested,  # type: ignore[attr-defined]
-        ),
+        "status": _thread_task_status(thread),
         "created_at": _time(thread.created_at),
     }
 

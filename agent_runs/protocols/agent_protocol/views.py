@@ -4,9 +4,11 @@ artifacts. Each view parses, makes one core call and answers in the spec's shape
 ``{"error", "message", "details"?}`` (errors.py)."""
 
 import uuid
+from collections.abc import Callable
 from typing import Any, cast
 
 from django.contrib.auth.models import AbstractBaseUser
+from django.db.models import QuerySet
 from django.http import FileResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
@@ -15,6 +17,7 @@ from rest_framework.parsers import MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from agent_runs.errors import RunNotPaused
 from agent_runs.models import Artifact, Run, Step, Thread
 from agent_runs.protocols.agent_protocol.errors import (
     AgentProtocolApi,
@@ -35,13 +38,13 @@ from agent_runs.protocols.agent_protocol.inbound import (
 )
 from agent_runs.protocols.agent_protocol.openapi import UPLOAD_REQUEST, error_responses
 from agent_runs.protocols.agent_protocol.outbound import (
+    run_task_status,
     spec_artifact,
     spec_pagination,
     spec_step,
     spec_task,
     spec_task_created,
     spec_task_detail,
-    task_status,
 )
 from agent_runs.selectors.steps import (
     artifact_get_of_thread,
@@ -54,7 +57,7 @@ from agent_runs.selectors.steps import (
     tasks_of_user,
 )
 from agent_runs.services.artifacts import artifact_delete, artifact_upload
-from agent_runs.services.lifecycle import run_cancel, run_pause, run_resume
+from agent_runs.services.lifecycle import ACTIVE_STATUSES, run_cancel, run_pause, run_resume
 from agent_runs.services.runs import RunOptions, run_create
 from agent_runs.services.steps import client_step_create, client_step_update
 from agent_runs.services.threads import thread_delete
@@ -65,15 +68,27 @@ _PAGE = [
     OpenApiParameter("page", int, description="The page, from 1 (default 1)."),
     OpenApiParameter("pageSize", int, description="Items per page, 1 to 100 (default 20)."),
 ]
-_ACTIVE = (Run.Status.QUEUED, Run.Status.RUNNING, Run.Status.PAUSED)
 
 
-def _user(request: Request) -> AbstractBaseUser:
+def request_user(request: Request) -> AbstractBaseUser:
     return cast(AbstractBaseUser, request.user)
 
 
-def _task(request: Request, task_id: str) -> Thread:
-    return task_get_for_user(user=_user(request), thread_id=uuid_or_404(task_id))
+def task_for_request(request: Request, task_id: str) -> Thread:
+    """The caller's task ``task_id`` names (a 404 otherwise)."""
+    return task_get_for_user(user=request_user(request), thread_id=uuid_or_404(task_id))
+
+
+def _spec_page(
+    request: Request, key: str, rows: QuerySet[Any], render: Callable[[Any], Any]
+) -> Response:
+    """A page of ``rows`` as ``{<key>: [...], pagination}``, as ``page`` and ``pageSize``
+    ask."""
+    number, size = page_query(
+        request.query_params, page_key="page", size_key="pageSize", default_size=20
+    )
+    page = numbered_page(rows, number=number, size=size)
+    return Response({key: [render(row) for row in page.items], "pagination": spec_pagination(page)})
 
 
 class _Api(AgentProtocolApi):
@@ -99,14 +114,8 @@ class TaskListApi(_Api):
         responses={200: OpenApiTypes.OBJECT, **error_responses(400, 401)},
     )
     def get(self, request: Request) -> Response:
-        number, size = page_query(
-            request.query_params, page_key="page", size_key="pageSize", default_size=20
-        )
-        tasks = tasks_of_user(user=_user(request)).prefetch_related("artifacts")
-        page = numbered_page(tasks, number=number, size=size)
-        return Response(
-            {"tasks": [spec_task(t) for t in page.items], "pagination": spec_pagination(page)}
-        )
+        tasks = tasks_of_user(user=request_user(request)).prefetch_related("artifacts")
+        return _spec_page(request, "tasks", tasks, spec_task)
 
     @extend_schema(
         operation_id="ap_tasks_create",
@@ -121,7 +130,7 @@ class TaskListApi(_Api):
         run_input = task_run_input(thread_id=uuid.uuid4(), text=text)
         metadata = {} if body.workspace is None else {"workspace": body.workspace}
         run = run_create(
-            user=_user(request),
+            user=request_user(request),
             run_input=run_input,
             options=RunOptions(answer_artifact=True, thread_metadata=metadata),
         )
@@ -139,7 +148,7 @@ class TaskDetailApi(_Api):
         responses={200: OpenApiTypes.OBJECT, **error_responses(401, 404)},
     )
     def get(self, request: Request, task_id: str) -> Response:
-        thread = _task(request, task_id)
+        thread = task_for_request(request, task_id)
         runs = Run.objects.filter(thread=thread).order_by("created_at", "pk")
         return Response(spec_task_detail(thread, runs))
 
@@ -150,57 +159,67 @@ class TaskDetailApi(_Api):
         responses={204: None, **error_responses(401, 404)},
     )
     def delete(self, request: Request, task_id: str) -> Response:
-        thread_delete(thread=_task(request, task_id))
+        thread_delete(thread=task_for_request(request, task_id))
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
-class TaskControlApi(_Api):
-    """``POST /api/tasks/:id/{pause,resume,cancel}`` (one subclass each)."""
+_CONTROL_SCHEMA: dict[str, Any] = {
+    "tags": _TAGS,
+    "request": None,
+    "responses": {200: OpenApiTypes.OBJECT, **error_responses(401, 404, 409)},
+}
 
-    action = ""
 
+class TaskPauseApi(_Api):
+    """``POST /api/tasks/:id/pause``: a queued task parks at once, a running one at its next
+    step boundary."""
+
+    @extend_schema(operation_id="ap_tasks_pause", summary="Pause a task", **_CONTROL_SCHEMA)
     def post(self, request: Request, task_id: str) -> Response:
-        thread = _task(request, task_id)
-        run = latest_run_of_thread(thread=thread)
-        current = task_status(run.status if run else None, run.pause_requested if run else None)
-        if self.action == "pause":
-            if run is None or run.status not in _ACTIVE:
-                raise TaskNotActive(current)
-            run = run_pause(run=run)
-        elif self.action == "resume":
-            if run is None:
-                raise TaskNotActive(current)
-            run = run_resume(run=run)
-        else:
-            if run is not None and run.status in (Run.Status.COMPLETED, Run.Status.FAILED):
-                raise TaskEnded(current)
-            if run is not None:
-                run = run_cancel(run=run)
-        status_now = task_status(run.status if run else None, run.pause_requested if run else None)
-        if self.action == "cancel" and run is None:
-            status_now = "cancelled"  # nothing ever ran: nothing will
-        return Response({"task_id": str(thread.pk), "status": status_now})
+        return _task_control(request, task_id, _pause)
 
 
-def _control_api(action: str, summary: str) -> type[TaskControlApi]:
-    schema = extend_schema(
-        operation_id=f"ap_tasks_{action}",
-        summary=summary,
-        tags=_TAGS,
-        request=None,
-        responses={200: OpenApiTypes.OBJECT, **error_responses(401, 404, 409)},
-    )
+class TaskResumeApi(_Api):
+    """``POST /api/tasks/:id/resume``."""
 
-    def post(self: TaskControlApi, request: Request, task_id: str) -> Response:
-        return TaskControlApi.post(self, request, task_id)
-
-    post = schema(post)
-    return type(f"Task{action.title()}Api", (TaskControlApi,), {"action": action, "post": post})
+    @extend_schema(operation_id="ap_tasks_resume", summary="Resume a task", **_CONTROL_SCHEMA)
+    def post(self, request: Request, task_id: str) -> Response:
+        return _task_control(request, task_id, _resume)
 
 
-TaskPauseApi = _control_api("pause", "Pause a task at its next step boundary")
-TaskResumeApi = _control_api("resume", "Resume a paused task")
-TaskCancelApi = _control_api("cancel", "Cancel a task")
+class TaskCancelApi(_Api):
+    """``POST /api/tasks/:id/cancel``: cancelling again answers the same."""
+
+    @extend_schema(operation_id="ap_tasks_cancel", summary="Cancel a task", **_CONTROL_SCHEMA)
+    def post(self, request: Request, task_id: str) -> Response:
+        return _task_control(request, task_id, _cancel)
+
+
+def _task_control(request: Request, task_id: str, act: Callable[[Run | None], Run]) -> Response:
+    """Act on the task's latest run; answer the task's status after."""
+    thread = task_for_request(request, task_id)
+    run = act(latest_run_of_thread(thread=thread))
+    return Response({"task_id": str(thread.pk), "status": run_task_status(run)})
+
+
+def _pause(run: Run | None) -> Run:
+    if run is None or run.status not in ACTIVE_STATUSES:
+        raise TaskNotActive(run_task_status(run))
+    return run_pause(run=run)
+
+
+def _resume(run: Run | None) -> Run:
+    if run is None:
+        raise RunNotPaused()
+    return run_resume(run=run)
+
+
+def _cancel(run: Run | None) -> Run:
+    if run is None:
+        raise TaskNotActive(run_task_status(run))
+    if run.status in (Run.Status.COMPLETED, Run.Status.FAILED):
+        raise TaskEnded(run_task_status(run))
+    return run_cancel(run=run)
 
 
 class StepListApi(_Api):
@@ -216,15 +235,9 @@ class StepListApi(_Api):
         responses={200: OpenApiTypes.OBJECT, **error_responses(400, 401, 404)},
     )
     def get(self, request: Request, task_id: str) -> Response:
-        thread = _task(request, task_id)
-        number, size = page_query(
-            request.query_params, page_key="page", size_key="pageSize", default_size=20
-        )
-        page = numbered_page(steps_of_thread(thread=thread), number=number, size=size)
+        steps = steps_of_thread(thread=task_for_request(request, task_id))
         url = self._url(request)
-        return Response(
-            {"steps": [spec_step(s, url) for s in page.items], "pagination": spec_pagination(page)}
-        )
+        return _spec_page(request, "steps", steps, lambda step: spec_step(step, url))
 
     @extend_schema(
         operation_id="ap_steps_create",
@@ -234,7 +247,7 @@ class StepListApi(_Api):
         responses={201: OpenApiTypes.OBJECT, **error_responses(400, 401, 404)},
     )
     def post(self, request: Request, task_id: str) -> Response:
-        thread = _task(request, task_id)
+        thread = task_for_request(request, task_id)
         body = body_parse(SpecStepCreate, request.data)
         step = client_step_create(
             thread=thread, name=body.name, input=body.input, additional_input=body.additional_input
@@ -280,7 +293,7 @@ class StepDetailApi(_Api):
 
 
 def _step(request: Request, task_id: str, step_id: str) -> Step:
-    thread = _task(request, task_id)
+    thread = task_for_request(request, task_id)
     return step_get_of_thread(thread=thread, step_id=uuid_or_404(step_id))
 
 
@@ -300,16 +313,9 @@ class StepArtifactListApi(_Api):
     )
     def get(self, request: Request, task_id: str, step_id: str) -> Response:
         step = _step(request, task_id, step_id)
-        number, size = page_query(
-            request.query_params, page_key="page", size_key="pageSize", default_size=20
-        )
         artifacts = artifacts_of_thread(thread=step.thread, step=step)
-        page = numbered_page(artifacts, number=number, size=size)
-        return Response(
-            {
-                "artifacts": [spec_artifact(a, _download_url(request, a)) for a in page.items],
-                "pagination": spec_pagination(page),
-            }
+        return _spec_page(
+            request, "artifacts", artifacts, lambda a: spec_artifact(a, _download_url(request, a))
         )
 
     @extend_schema(

@@ -9,9 +9,11 @@ after ``AGENT_PROTOCOL_STEP_WAIT_SECONDS``. Once the task's run has ended, a ste
 
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from django.conf import settings
+from django.db.models import QuerySet
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.parsers import MultiPartParser
@@ -37,7 +39,12 @@ from agent_runs.protocols.agent_protocol.outbound import (
     v1_step,
     v1_task,
 )
-from agent_runs.protocols.agent_protocol.views import _task, _user, artifact_file_response, upload
+from agent_runs.protocols.agent_protocol.views import (
+    artifact_file_response,
+    request_user,
+    task_for_request,
+    upload,
+)
 from agent_runs.selectors.steps import (
     artifact_get_of_thread,
     artifacts_of_thread,
@@ -48,7 +55,7 @@ from agent_runs.selectors.steps import (
     task_get_for_user,
     tasks_of_user,
 )
-from agent_runs.services.lifecycle import run_resume
+from agent_runs.services.lifecycle import ACTIVE_STATUSES, run_resume
 from agent_runs.services.runs import RunOptions, run_create
 from agent_runs.services.threads import thread_create
 
@@ -57,7 +64,6 @@ _PAGE = [
     OpenApiParameter("current_page", int, description="The page, from 1 (default 1)."),
     OpenApiParameter("page_size", int, description="Items per page, 1 to 100 (default 10)."),
 ]
-_ENDED = (Run.Status.COMPLETED, Run.Status.FAILED, Run.Status.CANCELLED)
 _FINISHED_STEP = (Step.Status.COMPLETED, Step.Status.FAILED)
 _POLL_SECONDS = 0.05
 
@@ -66,10 +72,16 @@ class _Api(AgentProtocolApi):
     parser_classes = [JsonBodyParser]
 
 
-def _page(request: Request) -> tuple[int, int]:
-    return page_query(
+def _v1_page(
+    request: Request, key: str, rows: QuerySet[Any], render: Callable[[Any], Any]
+) -> Response:
+    """A page of ``rows`` as ``{<key>: [...], pagination}``, as ``current_page`` and
+    ``page_size`` ask."""
+    number, size = page_query(
         request.query_params, page_key="current_page", size_key="page_size", default_size=10
     )
+    page = numbered_page(rows, number=number, size=size)
+    return Response({key: [render(row) for row in page.items], "pagination": v1_pagination(page)})
 
 
 class TaskListApi(_Api):
@@ -81,12 +93,8 @@ class TaskListApi(_Api):
         responses={200: OpenApiTypes.OBJECT, **error_responses(400, 401)},
     )
     def get(self, request: Request) -> Response:
-        number, size = _page(request)
-        tasks = tasks_of_user(user=_user(request)).prefetch_related("artifacts")
-        page = numbered_page(tasks, number=number, size=size)
-        return Response(
-            {"tasks": [v1_task(t) for t in page.items], "pagination": v1_pagination(page)}
-        )
+        tasks = tasks_of_user(user=request_user(request)).prefetch_related("artifacts")
+        return _v1_page(request, "tasks", tasks, v1_task)
 
     @extend_schema(
         operation_id="ap_v1_tasks_create",
@@ -98,7 +106,7 @@ class TaskListApi(_Api):
     def post(self, request: Request) -> Response:
         body = body_parse(OfficialTaskCreate, request.data, status=422)
         metadata = {"additional_input": body.additional_input or {}}
-        user = _user(request)
+        user = request_user(request)
         if body.input is None:
             thread = thread_create(user=user, metadata=metadata)
         else:
@@ -120,7 +128,7 @@ class TaskDetailApi(_Api):
         responses={200: OpenApiTypes.OBJECT, **error_responses(401, 404)},
     )
     def get(self, request: Request, task_id: str) -> Response:
-        return Response(v1_task(_task(request, task_id)))
+        return Response(v1_task(task_for_request(request, task_id)))
 
 
 class StepListApi(_Api):
@@ -132,12 +140,8 @@ class StepListApi(_Api):
         responses={200: OpenApiTypes.OBJECT, **error_responses(400, 401, 404)},
     )
     def get(self, request: Request, task_id: str) -> Response:
-        thread = _task(request, task_id)
-        number, size = _page(request)
-        page = numbered_page(steps_of_thread(thread=thread), number=number, size=size)
-        return Response(
-            {"steps": [v1_step(s) for s in page.items], "pagination": v1_pagination(page)}
-        )
+        steps = steps_of_thread(thread=task_for_request(request, task_id))
+        return _v1_page(request, "steps", steps, v1_step)
 
     @extend_schema(
         operation_id="ap_v1_steps_execute",
@@ -147,7 +151,7 @@ class StepListApi(_Api):
         responses={200: OpenApiTypes.OBJECT, **error_responses(400, 401, 404, 422)},
     )
     def post(self, request: Request, task_id: str) -> Response:
-        thread = _task(request, task_id)
+        thread = task_for_request(request, task_id)
         body = body_parse(OfficialStepCreate, request.data, status=422)
         step = step_execute(request, thread=thread, text=body.input)
         return Response(v1_step(step))
@@ -157,11 +161,11 @@ def step_execute(request: Request, *, thread: Thread, text: str | None) -> Step:
     """Let the task's run take one more stage (or start its next run with ``text``) and
     give that stage's step once it has finished."""
     run = latest_run_of_thread(thread=thread)
-    if run is None or run.status in _ENDED:
+    if run is None or run.status not in ACTIVE_STATUSES:
         if not text or not text.strip():
             raise NoStepLeft()
         run = run_create(
-            user=_user(request),
+            user=request_user(request),
             run_input=task_run_input(thread_id=thread.pk, text=text),
             options=RunOptions(step_budget=1, answer_artifact=True),
         )
@@ -184,7 +188,7 @@ def _step_wait(*, run: Run, finished_before: set[uuid.UUID]) -> Step:
         for step in steps:
             if step.status in _FINISHED_STEP and step.pk not in finished_before:
                 return step
-        ended = Run.objects.filter(pk=run.pk, status__in=_ENDED).exists()
+        ended = not Run.objects.filter(pk=run.pk, status__in=ACTIVE_STATUSES).exists()
         if (ended or time.monotonic() > deadline) and steps:
             return steps[-1]
         if ended:
@@ -202,7 +206,7 @@ class StepDetailApi(_Api):
         responses={200: OpenApiTypes.OBJECT, **error_responses(401, 404)},
     )
     def get(self, request: Request, task_id: str, step_id: str) -> Response:
-        thread = _task(request, task_id)
+        thread = task_for_request(request, task_id)
         return Response(v1_step(step_get_of_thread(thread=thread, step_id=uuid_or_404(step_id))))
 
 
@@ -217,12 +221,8 @@ class ArtifactListApi(_Api):
         responses={200: OpenApiTypes.OBJECT, **error_responses(400, 401, 404)},
     )
     def get(self, request: Request, task_id: str) -> Response:
-        thread = _task(request, task_id)
-        number, size = _page(request)
-        page = numbered_page(artifacts_of_thread(thread=thread), number=number, size=size)
-        return Response(
-            {"artifacts": [v1_artifact(a) for a in page.items], "pagination": v1_pagination(page)}
-        )
+        artifacts = artifacts_of_thread(thread=task_for_request(request, task_id))
+        return _v1_page(request, "artifacts", artifacts, v1_artifact)
 
     @extend_schema(
         operation_id="ap_v1_artifacts_upload",
@@ -232,7 +232,7 @@ class ArtifactListApi(_Api):
         responses={200: OpenApiTypes.OBJECT, **error_responses(400, 401, 404, 413)},
     )
     def post(self, request: Request, task_id: str) -> Response:
-        artifact = upload(request, thread=_task(request, task_id), step=None)
+        artifact = upload(request, thread=task_for_request(request, task_id), step=None)
         return Response(v1_artifact(artifact))
 
 
@@ -249,6 +249,6 @@ class ArtifactDownloadApi(_Api):
         },
     )
     def get(self, request: Request, task_id: str, artifact_id: str) -> Any:
-        thread = _task(request, task_id)
+        thread = task_for_request(request, task_id)
         artifact = artifact_get_of_thread(thread=thread, artifact_id=uuid_or_404(artifact_id))
         return artifact_file_response(artifact, content_type="application/octet-stream")

@@ -47,6 +47,7 @@ def test_a_task_runs_at_once_and_reads_back_as_steps_and_an_answer_artifact(
     task = alice.get(f"/api/tasks/{task_id}").json()
     assert task["status"] == "completed" and task["input"] == "Plan my week"
     assert task["workspace"] == "./ws"
+    assert task["created_at"] <= task["modified_at"]  # the run's end is the task's last change
     assert [cycle["status"] for cycle in task["cycles"]] == ["completed"]
     assert [a["file_name"] for a in task["artifacts"]] == ["answer.md"]
 

@@ -8,6 +8,7 @@ import pytest
 from rq.job import Job, JobStatus
 
 from agent_runs.models import Run, RunEvent, Step
+from agent_runs.services.lifecycle import run_claim, run_park
 from tests.conftest import send, start_worker, stop_process, wait_for
 from tests.fake_llm import FakeOpenAI
 
@@ -145,3 +146,21 @@ def test_a_paused_queued_task_holds_its_thread_and_a_cancel_ends_its_journal(ali
         assert types[0] == "RUN_STARTED" and types[-1] == "RUN_ERROR"
         assert types.count("RUN_ERROR") == 1 and "RUN_FINISHED" not in types
         assert Run.objects.get(pk=run.pk).status == "cancelled"
+
+
+def test_a_job_does_not_park_a_run_whose_pause_was_called_off_meanwhile(alice, redis_queue):
+    """The boundary check and the park are two statements: a resume between them wins."""
+    task_id = create_task(alice)
+    run = Run.objects.get(thread_id=task_id)
+    token = run_claim(run_pk=run.pk)
+    assert token is not None
+    # The job saw a pause asked for; the client called it off before the job parked.
+    assert not run_park(run=run, claim_token=token, checkpoint={"next": "worker"}, done=1)
+    assert Run.objects.get(pk=run.pk).status == "running"
+    Run.objects.filter(pk=run.pk).update(step_budget=2)
+    assert not run_park(run=run, claim_token=token, checkpoint={"next": "worker"}, done=1)
+    Run.objects.filter(pk=run.pk).update(pause_requested=True)
+    assert run_park(run=run, claim_token=token, checkpoint={"next": "worker"}, done=1)
+    parked = Run.objects.get(pk=run.pk)
+    assert parked.status == "paused" and parked.claim_token is None
+    assert parked.checkpoint == {"next": "worker"} and not parked.pause_requested
