@@ -14,9 +14,11 @@ from django.urls import re_path  # noqa: E402
 
 from agent_runs.protocols.agent_protocol.routing import websocket_urlpatterns  # noqa: E402
 from agent_runs.protocols.agui.routing import http_urlpatterns as agui_http  # noqa: E402
+from config import daphne_requests  # noqa: E402
 from config.asgi_handler import SyncChainASGIHandler  # noqa: E402
 from config.static import with_static_files  # noqa: E402
 
+daphne_requests.install()
 django_asgi_app = SyncChainASGIHandler()
 
 application = ProtocolTypeRouter(

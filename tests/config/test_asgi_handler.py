@@ -95,6 +95,32 @@ def test_api_errors_keep_their_status_and_json(port, redis_queue):
     assert not Run.objects.exists()
 
 
+@pytest.mark.parametrize(
+    "path, status, error",
+    [
+        # Twisted parses a multipart POST itself unless told not to, and answers a body it cannot
+        # parse with a bare 400 of its own: no Content-Type, no body, the application never asked.
+        ("/api/v1/agent/attachments", 400, "send exactly one image in the multipart field 'file'"),
+        ("/api/tasks/0/steps/0/artifacts", 404, "step not found"),
+    ],
+)
+def test_a_malformed_multipart_body_reaches_the_application(port, path, status, error):
+    token = api_token_create(username="alice")
+
+    answer = request(
+        port,
+        "POST",
+        path,
+        b"--abc--\r\n",  # only a closing boundary
+        Authorization=f"Bearer {token}",
+        **{"Content-Type": "multipart/form-data; boundary=abc"},
+    )
+
+    assert answer.status == status, answer.body
+    assert answer.headers["Content-Type"] == "application/json"
+    assert error in answer.body.decode()
+
+
 def test_an_admin_logs_in_with_a_session_and_a_csrf_token(port):
     get_user_model().objects.create_superuser("staff", "staff@example.com", "pw-12345!")
 
