@@ -18,7 +18,9 @@ A streaming response (a run's events in AG-UI's single-request mode, the admin's
 downloads) gives its database connection back before it starts, and is sent as Django's own
 handler sends one: until it ends or the client goes away, whichever comes first; a
 disconnect cancels the sending, which closes the response's iterator (the AG-UI stream
-cancels its run then). It is closed afterwards on another thread.
+cancels its run then). It is closed afterwards on another thread. An ``AwaitedResponse`` (a
+run's outcome, ``agent_runs/awaited.py``) is completed on the loop, the view's thread already
+back in the pool, and sent unless the client has gone away meanwhile.
 """
 
 import asyncio
@@ -34,6 +36,8 @@ from django.core.handlers.base import BaseHandler
 from django.db import close_old_connections
 from django.http import FileResponse, HttpResponseBase
 from django.urls import set_script_prefix
+
+from agent_runs.awaited import AWAITS_RESPONSES, AwaitedResponse
 
 
 class SyncChainASGIHandler(ASGIHandler):
@@ -55,6 +59,10 @@ class SyncChainASGIHandler(ASGIHandler):
             response = await sync_to_async(
                 self._respond, thread_sensitive=False, executor=self.executor
             )(scope, body_file)
+            if isinstance(response, AwaitedResponse) and not await self._complete_unless_gone(
+                response, receive
+            ):
+                return
             try:
                 if response.streaming:
                     await self._send_until_disconnect(response, send, receive)
@@ -80,6 +88,23 @@ class SyncChainASGIHandler(ASGIHandler):
         if isinstance(sent, Exception):
             raise sent
 
+    async def _complete_unless_gone(self, response: AwaitedResponse, receive: Any) -> bool:
+        """Wait for the response's answer; ``False`` when the client went away first (the
+        wait is stopped then, and there is nobody to answer)."""
+        completing = asyncio.ensure_future(response.complete())
+        watching = asyncio.ensure_future(self.listen_for_disconnect(receive))
+        try:
+            await asyncio.wait({completing, watching}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (completing, watching):
+                task.cancel()
+            completed, _ = await asyncio.gather(completing, watching, return_exceptions=True)
+        if isinstance(completed, asyncio.CancelledError):
+            return False
+        if isinstance(completed, BaseException):
+            raise completed
+        return True
+
     def _respond(self, scope: dict[str, Any], body_file: Any) -> HttpResponseBase:
         set_script_prefix(get_script_prefix(scope))
         signals.request_started.send(sender=self.__class__, scope=scope)
@@ -87,6 +112,7 @@ class SyncChainASGIHandler(ASGIHandler):
         if request is None:
             response = cast(HttpResponseBase, error_response)
         else:
+            request.META[AWAITS_RESPONSES] = True
             response = self.get_response(request)
             response._handler_class = self.__class__  # type: ignore[attr-defined]  # as Django does
             if isinstance(response, FileResponse):

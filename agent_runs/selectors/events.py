@@ -85,6 +85,12 @@ SELECT r.run_id,
 """
 
 
+def thread_last_event_id(*, thread_id: uuid.UUID) -> int:
+    """The id of the thread's latest event (0: it has none)."""
+    last = RunEvent.objects.filter(thread_id=thread_id).order_by("-pk").values_list("pk").first()
+    return last[0] if last else 0
+
+
 def events_after(*, thread_id: uuid.UUID, after_id: int, limit: int) -> list[tuple[int, int, Any]]:
     """The thread's committed events after ``after_id``, in order, at most ``limit``: each
     its id, its ordinal in its run and its wire JSON."""

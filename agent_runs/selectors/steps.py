@@ -81,6 +81,25 @@ def step_get_of_thread(*, thread: Thread, step_id: uuid.UUID) -> Step:
     return step
 
 
+FINISHED_STEP_STATUSES = (Step.Status.COMPLETED, Step.Status.FAILED)
+
+
+def finished_step_ids_of_run(*, run: Run) -> set[uuid.UUID]:
+    return set(
+        Step.objects.filter(run=run, status__in=FINISHED_STEP_STATUSES).values_list("pk", flat=True)
+    )
+
+
+def step_answering(*, run: Run, finished_before: set[uuid.UUID]) -> Step | None:
+    """The run's first step to have finished that had not in ``finished_before``; failing
+    that its latest step, as it stands (``None``: the run has none)."""
+    steps = list(Step.objects.filter(run=run).prefetch_related("artifacts"))
+    for step in steps:
+        if step.status in FINISHED_STEP_STATUSES and step.pk not in finished_before:
+            return step
+    return steps[-1] if steps else None
+
+
 def artifacts_of_thread(*, thread: Thread, step: Step | None = None) -> QuerySet[Artifact]:
     """The thread's artifacts (of one of its steps, when ``step`` is given), oldest first."""
     artifacts = Artifact.objects.filter(thread=thread)

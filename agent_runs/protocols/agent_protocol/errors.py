@@ -57,15 +57,41 @@ class NoStepLeft(DomainError):
         super().__init__("the task has no step left to execute: send an input to start a new one")
 
 
+class StepNotStarted(DomainError):
+    """An official-set step whose run has not started a stage within the step wait: every
+    worker is busy. Nothing is lost: the run stays queued and a later step finds it."""
+
+    code = "step_not_started"
+    status = 503
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(
+            f"the task's run has not started within {seconds:g} s (every worker is busy): "
+            "execute the step again later"
+        )
+
+
+def error_answer(exc: DomainError) -> tuple[int, dict[str, Any]]:
+    """The status and body of a domain error in the protocol's shape."""
+    return exc.status, _body(exc.status, str(exc), getattr(exc, "details", None))
+
+
+def _body(status: int, message: str, details: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {"error": HTTPStatus(status).phrase, "message": message}
+    if details is not None:
+        body["details"] = details
+    return body
+
+
 def render(exc: Exception, context: dict[str, Any]) -> Response | None:
     """The error response for ``exc`` in the protocol's shape (``None``: a server error,
     left to Django)."""
     details: Any = None
     headers: dict[str, str] = {}
     if isinstance(exc, DomainError):
-        status, message = exc.status, str(exc)
-        details = getattr(exc, "details", None)
-    elif isinstance(exc, Http404 | exceptions.NotFound):
+        status, body = error_answer(exc)
+        return Response(body, status=status)
+    if isinstance(exc, Http404 | exceptions.NotFound):
         view = context.get("view")
         status, message = 404, getattr(view, "not_found", "not found")
     else:
@@ -74,10 +100,7 @@ def render(exc: Exception, context: dict[str, Any]) -> Response | None:
             return None
         status, headers = response.status_code, dict(response.items())
         message, details = _message(response.data)
-    body: dict[str, Any] = {"error": HTTPStatus(status).phrase, "message": message}
-    if details is not None:
-        body["details"] = details
-    return Response(body, status=status, headers=headers or None)
+    return Response(_body(status, message, details), status=status, headers=headers or None)
 
 
 def _message(data: Any) -> tuple[str, Any]:

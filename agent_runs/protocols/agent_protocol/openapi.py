@@ -11,6 +11,7 @@ _WHEN = {
     409: "A conflict with the task's state",
     413: "The file is too large",
     422: "A body the official set cannot read",
+    503: "No worker started the task's run within the step wait",
 }
 
 

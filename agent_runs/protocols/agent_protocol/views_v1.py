@@ -4,24 +4,34 @@ answer 200, a step's input and output are strings, artifacts belong to the task.
 
 A task created with an input parks before its first stage; each ``POST …/steps`` lets it
 run one more stage (a step) and answers that step once it has finished, or as it stands
-after ``AGENT_PROTOCOL_STEP_WAIT_SECONDS``. Once the task's run has ended, a step with an
-``input`` starts a new run of the task (its next turn); one without is a 400."""
+after ``AGENT_PROTOCOL_STEP_WAIT_SECONDS`` (a 503 if no worker has started the run by
+then). The wait follows the task's journal on the event loop: it holds no request thread.
+Once the task's run has ended, a step with an ``input`` starts a new run of the task (its
+next turn); one without is a 400."""
 
-import time
 import uuid
 from collections.abc import Callable
 from typing import Any
 
 from django.conf import settings
 from django.db.models import QuerySet
+from django.http import HttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.parsers import MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from agent_runs.models import Run, Step, Thread
-from agent_runs.protocols.agent_protocol.errors import AgentProtocolApi, NoStepLeft
+from agent_runs.awaited import Produce, awaited_response
+from agent_runs.db import db_call
+from agent_runs.events.wait import run_events_wait
+from agent_runs.models import Run, Thread, agent_step_id
+from agent_runs.protocols.agent_protocol.errors import (
+    AgentProtocolApi,
+    NoStepLeft,
+    StepNotStarted,
+    error_answer,
+)
 from agent_runs.protocols.agent_protocol.inbound import (
     JsonBodyParser,
     OfficialStepCreate,
@@ -45,11 +55,14 @@ from agent_runs.protocols.agent_protocol.views import (
     task_for_request,
     upload,
 )
+from agent_runs.selectors.events import thread_last_event_id
 from agent_runs.selectors.steps import (
     artifact_get_of_thread,
     artifacts_of_thread,
+    finished_step_ids_of_run,
     latest_run_of_thread,
     numbered_page,
+    step_answering,
     step_get_of_thread,
     steps_of_thread,
     task_get_for_user,
@@ -64,8 +77,6 @@ _PAGE = [
     OpenApiParameter("current_page", int, description="The page, from 1 (default 1)."),
     OpenApiParameter("page_size", int, description="Items per page, 1 to 100 (default 10)."),
 ]
-_FINISHED_STEP = (Step.Status.COMPLETED, Step.Status.FAILED)
-_POLL_SECONDS = 0.05
 
 
 class _Api(AgentProtocolApi):
@@ -148,18 +159,19 @@ class StepListApi(_Api):
         summary="Execute the task's next step",
         tags=_TAGS,
         request=OpenApiTypes.OBJECT,
-        responses={200: OpenApiTypes.OBJECT, **error_responses(400, 401, 404, 422)},
+        responses={200: OpenApiTypes.OBJECT, **error_responses(400, 401, 404, 422, 503)},
     )
-    def post(self, request: Request, task_id: str) -> Response:
+    def post(self, request: Request, task_id: str) -> HttpResponse:
         thread = task_for_request(request, task_id)
         body = body_parse(OfficialStepCreate, request.data, status=422)
-        step = step_execute(request, thread=thread, text=body.input)
-        return Response(v1_step(step))
+        return awaited_response(request, step_execute(request, thread=thread, text=body.input))
 
 
-def step_execute(request: Request, *, thread: Thread, text: str | None) -> Step:
-    """Let the task's run take one more stage (or start its next run with ``text``) and
-    give that stage's step once it has finished."""
+def step_execute(request: Request, *, thread: Thread, text: str | None) -> Produce:
+    """Let the task's run take one more stage (or start its next run with ``text``); the
+    answer is that stage's step once it has finished, followed in the journal."""
+    # Read first: the run's next events (its terminal one too) come after it.
+    after_id = thread_last_event_id(thread_id=thread.pk)
     run = latest_run_of_thread(thread=thread)
     if run is None or run.status not in ACTIVE_STATUSES:
         if not text or not text.strip():
@@ -171,29 +183,44 @@ def step_execute(request: Request, *, thread: Thread, text: str | None) -> Step:
         )
         finished_before: set[uuid.UUID] = set()
     else:
-        finished_before = set(
-            Step.objects.filter(run=run, status__in=_FINISHED_STEP).values_list("pk", flat=True)
-        )
+        finished_before = finished_step_ids_of_run(run=run)
         if run.step_budget is not None:
             run = run_resume(run=run, steps=1)
-    return _step_wait(run=run, finished_before=finished_before)
+    return _step_answer(run=run, after_id=after_id, finished_before=finished_before)
 
 
-def _step_wait(*, run: Run, finished_before: set[uuid.UUID]) -> Step:
+def _step_answer(*, run: Run, after_id: int, finished_before: set[uuid.UUID]) -> Produce:
     """The run's first step to finish that had not before; as it stands when the wait is
     over or the run has ended without one."""
-    deadline = time.monotonic() + settings.AGENT_PROTOCOL_STEP_WAIT_SECONDS
-    while True:
-        steps = list(Step.objects.filter(run=run).prefetch_related("artifacts"))
-        for step in steps:
-            if step.status in _FINISHED_STEP and step.pk not in finished_before:
-                return step
-        ended = not Run.objects.filter(pk=run.pk, status__in=ACTIVE_STATUSES).exists()
-        if (ended or time.monotonic() > deadline) and steps:
-            return steps[-1]
-        if ended:
-            raise NoStepLeft()
-        time.sleep(_POLL_SECONDS)
+
+    def step_finished(event: dict[str, Any]) -> bool:
+        if event.get("type") != "STEP_FINISHED" or event.get("runId") != run.run_id:
+            return False
+        stage = str(event.get("stepName"))
+        step_id = agent_step_id(thread_id=run.thread_id, run_id=run.run_id, stage=stage)
+        return step_id not in finished_before
+
+    async def answer() -> tuple[int, Any]:
+        await run_events_wait(
+            thread_id=run.thread_id,
+            run_id=run.run_id,
+            after_id=after_id,
+            until=step_finished,
+            timeout=settings.AGENT_PROTOCOL_STEP_WAIT_SECONDS,
+        )
+        return await db_call(_step_answer_read, run=run, finished_before=finished_before)
+
+    return answer
+
+
+def _step_answer_read(*, run: Run, finished_before: set[uuid.UUID]) -> tuple[int, Any]:
+    step = step_answering(run=run, finished_before=finished_before)
+    if step is not None:
+        return 200, v1_step(step)
+    run.refresh_from_db(fields=["status"])
+    if run.status in ACTIVE_STATUSES:  # still queued when the wait was over
+        return error_answer(StepNotStarted(settings.AGENT_PROTOCOL_STEP_WAIT_SECONDS))
+    return error_answer(NoStepLeft())  # it ended before its first stage (cancelled queued)
 
 
 class StepDetailApi(_Api):
