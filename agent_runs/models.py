@@ -109,6 +109,9 @@ class Run(models.Model):
     checkpoint = models.JSONField(null=True, blank=True)
     # Keep the final answer as a file artifact of the thread (the Agent Protocol's tasks).
     answer_artifact = models.BooleanField(default=False)
+    # What the protocol request that made the run asked beyond its input (a Responses
+    # request's model, instructions, metadata, background…), kept to answer it back.
+    request = models.JSONField(default=dict, blank=True)
     # Set by the job that claimed the run; every write of that job for the run checks it in
     # the same statement, so a job that lost its run (failed by the sweeper) writes nothing.
     claim_token = models.UUIDField(null=True, blank=True, editable=False)
@@ -128,6 +131,8 @@ class Run(models.Model):
         indexes = [
             models.Index(fields=["thread", "status"], name="run_thread_status"),
             models.Index(fields=["thread", "-created_at"], name="run_thread_recent"),
+            # A protocol's response id is the run's runId, looked up without its thread.
+            models.Index(fields=["run_id"], name="run_run_id"),
             models.Index(fields=["status", "created_at"], name="run_status_created"),
         ]
 

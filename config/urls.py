@@ -9,6 +9,8 @@ from agent_runs.protocols.agent_protocol import urls as agent_protocol_urls
 
 urlpatterns = [
     path("admin/", admin.site.urls),
+    # The AgentScope Agent API, before the AG-UI routes it shares a prefix with.
+    path("api/v1/agent/", include("agent_runs.protocols.agent_api.urls")),
     path("api/v1/agent/", include("agent_runs.urls")),
     path("api/v1/agent/history", include("history.urls")),
     path("api/v1/agent/", include("attachments.urls")),
@@ -16,6 +18,8 @@ urlpatterns = [
     # The Agent Protocol: the spec's set and the official v1 set.
     path("api/", include(agent_protocol_urls.spec_urlpatterns)),
     path("ap/v1/agent/", include(agent_protocol_urls.v1_urlpatterns)),
+    # The OpenAI Responses API: an OpenAI SDK's base_url is http://<host>/openai/v1.
+    path("openai/v1/", include("agent_runs.protocols.openai_responses.urls")),
     # The OpenAPI schema and its pages (config/openapi.py), public; the pages' scripts are
     # this service's static files. The schema is the same until the code changes, and takes
     # a tenth of a second to generate: each process keeps it for an hour.

@@ -57,3 +57,17 @@ def runs_next_queued_of_idle_threads() -> list[Run]:
         .values("oldest")
     )
     return list(Run.objects.filter(pk__in=Subquery(oldest)).order_by("pk"))
+
+
+# The namespace of the thread ids that protocols' session names stand for.
+_SESSION_NAMESPACE = uuid.UUID("6f1d7e0c-9a51-5b8e-8f3c-2b1f0d4a7c10")
+
+
+def session_thread_id(*, user: AbstractBaseUser, session: str) -> uuid.UUID:
+    """The thread a protocol's session or conversation name stands for: a UUID names the
+    thread itself (a thread of someone else's is then a 404 where it is read); any other
+    name is the caller's own, mapped to a UUID of theirs alone, the same every time."""
+    try:
+        return uuid.UUID(session)
+    except ValueError:
+        return uuid.uuid5(_SESSION_NAMESPACE, f"{user.pk}/{session}")

@@ -36,11 +36,13 @@ class RunOptions:
     ``step_budget``: the run is stepped through by its client: it runs this many stages,
     then parks (``paused``) until given more (``run_resume(steps=…)``); 0 parks it before it
     starts. ``answer_artifact``: its final answer is kept as a file artifact of the thread.
-    ``thread_metadata``: kept with the thread when the run creates it."""
+    ``thread_metadata``: kept with the thread when the run creates it. ``request``: what the
+    protocol request asked beyond the input (``Run.request``)."""
 
     step_budget: int | None = None
     answer_artifact: bool = False
     thread_metadata: dict[str, Any] = field(default_factory=dict)
+    request: dict[str, Any] = field(default_factory=dict)
 
 
 def run_create(
@@ -125,6 +127,7 @@ def _run_create(
         status=Run.Status.PAUSED if options.step_budget == 0 else Run.Status.QUEUED,
         step_budget=options.step_budget,
         answer_artifact=options.answer_artifact,
+        request=options.request,
     )
     message = run_input.user_message
     blocks = [] if isinstance(message.content, str) else snapshot["messages"][0]["content"]
