@@ -1,0 +1,121 @@
+"""The OpenAI error shape: ``{"error": {"message", "type", "param", "code"}}`` with the
+statuses the OpenAI SDK maps to its exceptions (400 ``BadRequestError``, 401, 404
+``NotFoundError``, 409 ``ConflictError``, …). docs/protocols/openai-responses.md, Errors.
+Every API view of the package renders its errors here (``ResponsesApi``)."""
+
+from typing import Any
+
+from django.http import Http404
+from rest_framework import exceptions
+from rest_framework.response import Response
+from rest_framework.views import APIView, exception_handler
+
+from config.errors import DomainError
+
+# The error ``type`` OpenAI gives each status.
+_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "invalid_request_error",
+    405: "invalid_request_error",
+    409: "invalid_request_error",
+    413: "invalid_request_error",
+    415: "invalid_request_error",
+    422: "invalid_request_error",
+    429: "rate_limit_error",
+}
+
+
+class ResponsesError(DomainError):
+    """A request the Responses API refuses; ``param`` names the field at fault."""
+
+    code = "invalid_request"
+    status = 400
+
+    def __init__(self, message: str, *, param: str | None = None, code: str | None = None) -> None:
+        super().__init__(message)
+        self.param = param
+        if code is not None:
+            self.code = code
+
+
+class ResponseNotFound(ResponsesError):
+    code = "not_found"
+    status = 404
+
+    def __init__(self, response_id: str, *, param: str | None = None) -> None:
+        super().__init__(f"Response with id '{response_id}' not found.", param=param)
+
+
+class PreviousResponseNotLatest(ResponsesError):
+    """``previous_response_id`` names a response its conversation has gone on from: a fork,
+    which the run core's threads do not have."""
+
+    code = "previous_response_not_latest"
+
+    def __init__(self, response_id: str) -> None:
+        super().__init__(
+            f"Previous response '{response_id}' is not the latest response of its "
+            "conversation: continue from the latest one.",
+            param="previous_response_id",
+        )
+
+
+class ConversationBusy(ResponsesError):
+    """The conversation has a response still in progress: a new turn would start before
+    it ends. Answered with ``x-should-retry: false``: the SDK would retry a 409 at once."""
+
+    code = "conversation_locked"
+    status = 409
+
+    def __init__(self, param: str) -> None:
+        super().__init__(
+            "Another response is in progress for this conversation: wait for it to finish "
+            "or cancel it.",
+            param=param,
+        )
+
+
+def error_body(
+    status: int, message: str, *, param: str | None = None, code: str | None = None
+) -> dict[str, Any]:
+    kind = _TYPES.get(status, "server_error" if status >= 500 else "invalid_request_error")
+    return {"error": {"message": message, "type": kind, "param": param, "code": code}}
+
+
+def error_answer(exc: DomainError) -> tuple[int, dict[str, Any]]:
+    """The status and body of a domain error in OpenAI's shape."""
+    body = error_body(exc.status, str(exc), param=getattr(exc, "param", None), code=exc.code)
+    return exc.status, body
+
+
+def render(exc: Exception, context: dict[str, Any]) -> Response | None:
+    """The error response for ``exc`` in OpenAI's shape (``None``: a server error, left to
+    Django)."""
+    if isinstance(exc, DomainError):
+        status, body = error_answer(exc)
+        headers = {"x-should-retry": "false"} if isinstance(exc, ConversationBusy) else None
+        return Response(body, status=status, headers=headers)
+    if isinstance(exc, Http404 | exceptions.NotFound):
+        return Response(error_body(404, "Not found.", code="not_found"), status=404)
+    response = exception_handler(exc, context)
+    if response is None:
+        return None
+    data = response.data
+    message = str(data["detail"]) if isinstance(data, dict) and "detail" in data else str(data)
+    code = getattr(data.get("detail"), "code", None) if isinstance(data, dict) else None
+    headers = {
+        name: value
+        for name, value in response.items()
+        if name.lower() in ("www-authenticate", "allow", "retry-after")
+    }
+    body = error_body(response.status_code, message, code=str(code) if code else None)
+    return Response(body, status=response.status_code, headers=headers or None)
+
+
+class ResponsesApi(APIView):
+    """The base of the package's API views: errors in OpenAI's shape."""
+
+    def get_exception_handler(self) -> Any:
+        return render

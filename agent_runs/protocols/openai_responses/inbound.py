@@ -1,0 +1,202 @@
+"""What a ``POST /responses`` carries, checked before anything is stored: the JSON body
+(``JsonBodyParser``), its fields (``ResponseCreate``, the subset of the SDK's
+``ResponseCreateParams`` the server takes) and its input as the core's ``RunAgentInput``.
+docs/protocols/openai-responses.md, Request fields. Pure but for reading the request stream."""
+
+import uuid
+from typing import IO, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, ValidationError
+from rest_framework.exceptions import ParseError
+from rest_framework.parsers import BaseParser
+
+from agent_runs.json_input import JsonTooDeep, MalformedJson, json_decode, json_unstorable_place
+from agent_runs.protocols.openai_responses.errors import ResponsesError
+from agent_runs.run_input import ForwardedProps, InputMessage, RunAgentInput
+
+MAX_BODY_BYTES = 1024 * 1024
+MAX_INPUT_CHARS = 100_000
+# OpenAI's limits on ``metadata``: 16 pairs, keys of 64 characters, values of 512.
+MAX_METADATA_PAIRS = 16
+
+
+class JsonBodyParser(BaseParser):
+    """JSON bodies as the run core reads them (``agent_runs.json_input``): not JSON, numbers
+    no peer can read back, nesting too deep, NUL or lone surrogates are each a 400 naming
+    the problem; at most 1 MB."""
+
+    media_type = "application/json"
+
+    def parse(self, stream: IO[bytes], media_type: Any = None, parser_context: Any = None) -> Any:
+        body = stream.read(MAX_BODY_BYTES + 1) if stream is not None else b""
+        if len(body) > MAX_BODY_BYTES:
+            raise ParseError(f"the body exceeds {MAX_BODY_BYTES // 1024} KB")
+        if not body.strip():
+            return {}
+        try:
+            value = json_decode(body)
+        except MalformedJson as exc:
+            raise ParseError(f"malformed JSON: {exc}") from None
+        except JsonTooDeep:
+            raise ParseError("malformed JSON: nested too deep") from None
+        if isinstance(value, dict | list):
+            place = json_unstorable_place(value)
+            if place is not None:
+                path, reason = place
+                raise ParseError(f"invalid body{path}: {reason}")
+        return value
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class InputText(_Strict):
+    type: Literal["input_text"]
+    text: StrictStr
+
+
+class InputMessageItem(_Strict):
+    """An input message (``EasyInputMessage`` or a ``message`` item) of the user's."""
+
+    type: Literal["message"] = "message"
+    role: Literal["user"]
+    content: StrictStr | list[InputText]
+
+
+class ConversationRef(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    id: StrictStr = Field(min_length=1, max_length=200)
+
+
+class ResponseCreate(BaseModel):
+    """The body of ``POST /responses``. Fields of ``ResponseCreateParams`` not named here
+    (``temperature``, ``reasoning``, ``text``…) are accepted and ignored: the server's
+    configured stages decide how the agent runs."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    model: StrictStr = Field(default="", max_length=200)
+    input: StrictStr | list[InputMessageItem]
+    instructions: StrictStr | None = Field(default=None, max_length=MAX_INPUT_CHARS)
+    previous_response_id: StrictStr | None = Field(default=None, max_length=200)
+    conversation: StrictStr | ConversationRef | None = None
+    stream: StrictBool | None = None
+    background: StrictBool | None = None
+    store: StrictBool | None = None
+    metadata: dict[StrictStr, StrictStr] | None = None
+    tools: list[Any] | None = None
+
+    @property
+    def conversation_id(self) -> str | None:
+        if isinstance(self.conversation, ConversationRef):
+            return self.conversation.id
+        return self.conversation
+
+
+def response_create_parse(data: Any) -> ResponseCreate:
+    """The body as ``ResponseCreate``; a ``ResponsesError`` (400) naming the field at fault
+    otherwise."""
+    if not isinstance(data, dict):
+        raise ResponsesError("The request body must be a JSON object.")
+    try:
+        body = ResponseCreate.model_validate(data)
+    except ValidationError as exc:
+        error = exc.errors(include_url=False, include_input=False)[0]
+        param = ".".join(str(part) for part in error["loc"])
+        if error["type"] == "missing":
+            raise ResponsesError(
+                f"Missing required parameter: '{param}'.",
+                param=param,
+                code="missing_required_parameter",
+            ) from None
+        raise ResponsesError(
+            f"Invalid value for '{param}': {error['msg']}.", param=param, code="invalid_value"
+        ) from None
+    _body_check(body)
+    return body
+
+
+def _body_check(body: ResponseCreate) -> None:
+    """What the model's types cannot say."""
+    text = input_text(body)
+    if not text.strip():
+        raise ResponsesError("'input' must hold some text.", param="input", code="invalid_value")
+    if len(text) > MAX_INPUT_CHARS:
+        raise ResponsesError(
+            f"'input' is longer than {MAX_INPUT_CHARS} characters.",
+            param="input",
+            code="invalid_value",
+        )
+    if isinstance(body.input, list) and len(body.input) != 1:
+        raise ResponsesError(
+            "'input' holds one user message: earlier turns come from 'previous_response_id' "
+            "or 'conversation'.",
+            param="input",
+            code="invalid_value",
+        )
+    if body.previous_response_id is not None and body.conversation is not None:
+        raise ResponsesError(
+            "Mutually exclusive parameters: 'previous_response_id' and 'conversation'.",
+            param="previous_response_id",
+            code="mutually_exclusive_parameters",
+        )
+    if body.tools:
+        raise ResponsesError(
+            "'tools' is not supported: the agent's own tools run on the server (as mcp_call "
+            "items).",
+            param="tools",
+            code="unsupported_parameter",
+        )
+    metadata = body.metadata or {}
+    if len(metadata) > MAX_METADATA_PAIRS or any(
+        len(key) > 64 or len(value) > 512 for key, value in metadata.items()
+    ):
+        raise ResponsesError(
+            "'metadata' holds at most 16 pairs, keys of up to 64 characters and values of up "
+            "to 512.",
+            param="metadata",
+            code="invalid_value",
+        )
+
+
+def input_text(body: ResponseCreate) -> str:
+    """The user's text: the ``input`` string, or its message's text parts joined."""
+    if isinstance(body.input, str):
+        return body.input
+    content = body.input[0].content if body.input else ""
+    if isinstance(content, str):
+        return content
+    return "\n".join(part.text for part in content)
+
+
+def new_response_id() -> str:
+    """A response's id: its run's runId."""
+    return f"resp_{uuid.uuid4().hex}"
+
+
+def response_run_input(*, thread_id: uuid.UUID, response_id: str, text: str) -> RunAgentInput:
+    """A response's input as the core's command: one new chat turn of the thread."""
+    return RunAgentInput(
+        thread_id=thread_id,
+        run_id=response_id,
+        messages=[InputMessage(id=f"msg_{uuid.uuid4().hex}", role="user", content=text)],
+        forwarded_props=ForwardedProps(runtime_mode="chat"),
+    )
+
+
+def response_request(body: ResponseCreate, *, previous_response_id: str | None) -> dict[str, Any]:
+    """What the request asked beyond its input, kept with the run (``Run.request``) to
+    answer it back in every ``Response``."""
+    conversation = body.conversation_id
+    return {
+        "model": body.model,
+        "instructions": body.instructions,
+        "metadata": body.metadata or {},
+        "background": bool(body.background),
+        "store": body.store if body.store is not None else True,
+        "previous_response_id": previous_response_id,
+        "conversation": {"id": conversation} if conversation is not None else None,
+        "tools": [],
+    }

@@ -1,0 +1,372 @@
+"""A run's journal as the OpenAI Responses API's stream events and ``Response`` object.
+docs/protocols/openai-responses.md; /work/shared/PROTOCOLS.md §3 and §6 (event translation).
+
+Pure and deterministic: the events of a journal event are a function of that event, the
+response's head (what the run row and its request say: id, model, instructions, …) and what
+``ResponseProjection`` keeps of the run's earlier events (the output items so far, the next
+``sequence_number``). A stream always translates a run from its first event (``RUN_STARTED``),
+so a replay numbers every event as the live stream did, from 0, and sends the same bytes; a
+resume (``starting_after``) is the SDK's filter, client-side. The usage of a terminal event
+is the run's recorded usage, which the caller reads when it meets that event (the run's
+model calls are recorded before it ends, so live and replayed read the same).
+
+Every wire object goes through the SDK's own models (``openai.types.responses``), dumped
+with only the fields set here.
+"""
+
+from collections.abc import Mapping
+from typing import Any
+
+from openai.types.responses import (
+    Response,
+    ResponseCompletedEvent,
+    ResponseContentPartAddedEvent,
+    ResponseContentPartDoneEvent,
+    ResponseCreatedEvent,
+    ResponseFailedEvent,
+    ResponseIncompleteEvent,
+    ResponseInProgressEvent,
+    ResponseMcpCallArgumentsDeltaEvent,
+    ResponseMcpCallArgumentsDoneEvent,
+    ResponseMcpCallCompletedEvent,
+    ResponseMcpCallFailedEvent,
+    ResponseMcpCallInProgressEvent,
+    ResponseOutputItemAddedEvent,
+    ResponseOutputItemDoneEvent,
+    ResponseTextDeltaEvent,
+    ResponseTextDoneEvent,
+)
+from pydantic import BaseModel
+
+WireEvent = dict[str, Any]
+
+# The server label of the agent's own (server-executed) tools, as ``mcp_call`` items.
+SERVER_LABEL = "agent"
+# The ``RUN_ERROR`` code of a cancelled run (agent_runs/services/lifecycle.py).
+CANCELLED_CODE = "cancelled"
+# The codes ``Response.error.code`` may carry; any other failure is a ``server_error``.
+_ERROR_CODES = frozenset({"server_error", "rate_limit_exceeded", "invalid_prompt"})
+
+_EVENT_MODELS: dict[str, type[BaseModel]] = {
+    model.model_fields["type"].annotation.__args__[0]: model  # type: ignore[union-attr]  # a Literal
+    for model in (
+        ResponseCreatedEvent,
+        ResponseInProgressEvent,
+        ResponseCompletedEvent,
+        ResponseFailedEvent,
+        ResponseIncompleteEvent,
+        ResponseOutputItemAddedEvent,
+        ResponseOutputItemDoneEvent,
+        ResponseContentPartAddedEvent,
+        ResponseContentPartDoneEvent,
+        ResponseTextDeltaEvent,
+        ResponseTextDoneEvent,
+        ResponseMcpCallArgumentsDeltaEvent,
+        ResponseMcpCallArgumentsDoneEvent,
+        ResponseMcpCallInProgressEvent,
+        ResponseMcpCallCompletedEvent,
+        ResponseMcpCallFailedEvent,
+    )
+}
+
+
+def wire_response(response: Mapping[str, Any]) -> dict[str, Any]:
+    """A ``Response`` object as sent: checked by the SDK's model, only the fields given."""
+    dumped: dict[str, Any] = Response.model_validate(response).model_dump(
+        mode="json", exclude_unset=True
+    )
+    return dumped
+
+
+def _wire(event: dict[str, Any]) -> WireEvent:
+    model = _EVENT_MODELS[event["type"]]
+    dumped: WireEvent = model.model_validate(event).model_dump(mode="json", exclude_unset=True)
+    return dumped
+
+
+def usage_object(
+    *, input_tokens: int, output_tokens: int, cached_tokens: int, reasoning_tokens: int
+) -> dict[str, Any]:
+    """``Response.usage`` from a run's recorded usage. The providers report no cache writes
+    apart from misses, so ``cache_write_tokens`` (required by the SDK's model) is 0."""
+    return {
+        "input_tokens": input_tokens,
+        "input_tokens_details": {"cached_tokens": cached_tokens, "cache_write_tokens": 0},
+        "output_tokens": output_tokens,
+        "output_tokens_details": {"reasoning_tokens": reasoning_tokens},
+        "total_tokens": input_tokens + output_tokens,
+    }
+
+
+class ResponseProjection:
+    """One run's journal, event by event, as Responses stream events, keeping the response
+    it describes (``response``): its status, output items and, once ended, usage.
+
+    ``head`` holds the ``Response`` fields that do not come from the journal (``id``,
+    ``created_at``, ``model``, ``instructions``, ``metadata``, ``background``, …)."""
+
+    def __init__(self, head: Mapping[str, Any]) -> None:
+        self.head = dict(head)
+        self.status = "queued" if self.head.get("background") else "in_progress"
+        self.output: list[dict[str, Any]] = []
+        self.error: dict[str, Any] | None = None
+        self.usage: dict[str, Any] | None = None
+        self.next_sequence = 0
+        self.started = False
+        self.ended = False
+        self._open: dict[str, int] = {}  # a message's or tool call's id -> its output index
+        self._texts: dict[int, str] = {}  # an open message's output index -> its text so far
+
+    @property
+    def response(self) -> dict[str, Any]:
+        """The response as it stands, whole."""
+        return {
+            **self.head,
+            "object": "response",
+            "status": self.status,
+            "output": [self._item_now(index) for index in range(len(self.output))],
+            "error": self.error,
+            "incomplete_details": None,
+            "usage": self.usage,
+        }
+
+    def _item_now(self, index: int) -> dict[str, Any]:
+        item = dict(self.output[index])
+        if index in self._texts:  # a message still being written: its text so far
+            item["content"] = [_text_part(self._texts[index])]
+        return item
+
+    def translate(
+        self, payload: Mapping[str, Any], *, usage: dict[str, Any] | None = None
+    ) -> list[WireEvent]:
+        """The stream events of one journal event of the run (often none), in order.
+        ``usage``: the run's recorded usage, given with its terminal event."""
+        if self.ended:
+            return []
+        handler = _HANDLERS.get(str(payload.get("type")))
+        if handler is None:
+            return []
+        events = handler(self, payload, usage)
+        wired = []
+        for event in events:
+            event["sequence_number"] = self.next_sequence
+            self.next_sequence += 1
+            wired.append(_wire(event))
+        return wired
+
+    # Lifecycle.
+
+    def _lifecycle(self, kind: str) -> dict[str, Any]:
+        return {"type": kind, "response": self.response}
+
+    def _run_started(self, payload: Mapping[str, Any], usage: Any) -> list[dict[str, Any]]:
+        if self.started:
+            return []
+        self.started = True
+        created = self._lifecycle("response.created")
+        self.status = "in_progress"
+        return [created, self._lifecycle("response.in_progress")]
+
+    def _run_finished(self, payload: Mapping[str, Any], usage: Any) -> list[dict[str, Any]]:
+        self.ended = True
+        self.status, self.usage = "completed", usage
+        return [self._lifecycle("response.completed")]
+
+    def _run_error(self, payload: Mapping[str, Any], usage: Any) -> list[dict[str, Any]]:
+        """A failure is ``response.failed``; a cancel, for which the API has no event,
+        ``response.incomplete`` with the status ``cancelled``."""
+        self.ended = True
+        self.usage = usage
+        for index in self._open.values():
+            self.output[index]["status"] = "incomplete"
+        self._open.clear()
+        if payload.get("code") == CANCELLED_CODE:
+            self.status = "cancelled"
+            return [self._lifecycle("response.incomplete")]
+        self.status = "failed"
+        code = str(payload.get("code") or "")
+        self.error = {
+            "code": code if code in _ERROR_CODES else "server_error",
+            "message": str(payload.get("message") or "the run failed"),
+        }
+        return [self._lifecycle("response.failed")]
+
+    # Messages.
+
+    def _message_start(self, payload: Mapping[str, Any], usage: Any) -> list[dict[str, Any]]:
+        index = len(self.output)
+        item_id = f"msg_{payload.get('messageId', index)}"
+        self._open[f"m:{payload.get('messageId')}"] = index
+        self.output.append(
+            {
+                "id": item_id,
+                "type": "message",
+                "role": "assistant",
+                "status": "in_progress",
+                "content": [],
+            }
+        )
+        self._texts[index] = ""
+        added = {"type": "response.output_item.added", "output_index": index}
+        return [
+            added | {"item": dict(self.output[index])},
+            {
+                "type": "response.content_part.added",
+                "item_id": item_id,
+                "output_index": index,
+                "content_index": 0,
+                "part": _text_part(""),
+            },
+        ]
+
+    def _message_item(self, payload: Mapping[str, Any]) -> tuple[int, dict[str, Any]] | None:
+        index = self._open.get(f"m:{payload.get('messageId')}")
+        return None if index is None else (index, self.output[index])
+
+    def _message_content(self, payload: Mapping[str, Any], usage: Any) -> list[dict[str, Any]]:
+        found = self._message_item(payload)
+        if found is None:
+            return []
+        index, item = found
+        delta = str(payload.get("delta", ""))
+        self._texts[index] += delta
+        return [
+            {
+                "type": "response.output_text.delta",
+                "item_id": item["id"],
+                "output_index": index,
+                "content_index": 0,
+                "delta": delta,
+                "logprobs": [],
+            }
+        ]
+
+    def _message_end(self, payload: Mapping[str, Any], usage: Any) -> list[dict[str, Any]]:
+        found = self._message_item(payload)
+        if found is None:
+            return []
+        index, item = found
+        del self._open[f"m:{payload.get('messageId')}"]
+        text = self._texts.pop(index)
+        part = _text_part(text)
+        item.update(status="completed", content=[part])
+        where = {"item_id": item["id"], "output_index": index, "content_index": 0}
+        return [
+            {"type": "response.output_text.done", **where, "text": text, "logprobs": []},
+            {"type": "response.content_part.done", **where, "part": part},
+            {"type": "response.output_item.done", "output_index": index, "item": dict(item)},
+        ]
+
+    # The agent's tools: server-executed, so ``mcp_call`` items (a ``function_call`` would
+    # tell the client to run it).
+
+    def _tool_item(self, payload: Mapping[str, Any]) -> tuple[int, dict[str, Any]] | None:
+        call_id = payload.get("toolCallId") or payload.get("tool_call_id")
+        index = self._open.get(f"t:{call_id}")
+        return None if index is None else (index, self.output[index])
+
+    def _tool_start(self, payload: Mapping[str, Any], usage: Any) -> list[dict[str, Any]]:
+        index = len(self.output)
+        call_id = payload.get("toolCallId")
+        self._open[f"t:{call_id}"] = index
+        item = {
+            "id": f"mcp_{call_id}",
+            "type": "mcp_call",
+            "name": str(payload.get("toolCallName") or ""),
+            "server_label": SERVER_LABEL,
+            "arguments": "",
+            "output": None,
+            "error": None,
+            "status": "in_progress",
+        }
+        self.output.append(item)
+        where = {"item_id": item["id"], "output_index": index}
+        return [
+            {"type": "response.output_item.added", "output_index": index, "item": dict(item)},
+            {"type": "response.mcp_call.in_progress", **where},
+        ]
+
+    def _tool_args(self, payload: Mapping[str, Any], usage: Any) -> list[dict[str, Any]]:
+        found = self._tool_item(payload)
+        if found is None:
+            return []
+        index, item = found
+        delta = str(payload.get("delta", ""))
+        item["arguments"] += delta
+        where = {"item_id": item["id"], "output_index": index}
+        return [{"type": "response.mcp_call_arguments.delta", **where, "delta": delta}]
+
+    def _tool_end(self, payload: Mapping[str, Any], usage: Any) -> list[dict[str, Any]]:
+        found = self._tool_item(payload)
+        if found is None:
+            return []
+        index, item = found
+        where = {"item_id": item["id"], "output_index": index}
+        return [
+            {"type": "response.mcp_call_arguments.done", **where, "arguments": item["arguments"]}
+        ]
+
+    def _tool_result(self, payload: Mapping[str, Any], usage: Any) -> list[dict[str, Any]]:
+        found = self._tool_item(payload)
+        if found is None:
+            return []
+        index, item = found
+        del self._open[f"t:{item['id'].removeprefix('mcp_')}"]
+        content = payload.get("content")
+        output = content if isinstance(content, str) else None
+        where = {"item_id": item["id"], "output_index": index}
+        if payload.get("status", "success") == "success":
+            item.update(status="completed", output=output)
+            done = {"type": "response.mcp_call.completed", **where}
+        else:
+            failure = payload.get("error") or content or "the tool failed"
+            error = {"type": "mcp_tool_execution_error", "content": str(failure)}
+            item.update(status="failed", output=output, error=error)
+            done = {"type": "response.mcp_call.failed", **where}
+        return [
+            done,
+            {"type": "response.output_item.done", "output_index": index, "item": dict(item)},
+        ]
+
+
+def _text_part(text: str) -> dict[str, Any]:
+    return {"type": "output_text", "text": text, "annotations": []}
+
+
+_HANDLERS = {
+    "RUN_STARTED": ResponseProjection._run_started,
+    "RUN_FINISHED": ResponseProjection._run_finished,
+    "RUN_ERROR": ResponseProjection._run_error,
+    "TEXT_MESSAGE_START": ResponseProjection._message_start,
+    "TEXT_MESSAGE_CONTENT": ResponseProjection._message_content,
+    "TEXT_MESSAGE_END": ResponseProjection._message_end,
+    "TOOL_CALL_START": ResponseProjection._tool_start,
+    "TOOL_CALL_ARGS": ResponseProjection._tool_args,
+    "TOOL_CALL_END": ResponseProjection._tool_end,
+    "TOOL_CALL_RESULT": ResponseProjection._tool_result,
+}
+
+
+def is_terminal(payload: Mapping[str, Any]) -> bool:
+    """Whether a journal event ends its run (its stream event carries the usage)."""
+    return payload.get("type") in ("RUN_FINISHED", "RUN_ERROR")
+
+
+def response_of_journal(
+    *,
+    head: Mapping[str, Any],
+    payloads: list[Mapping[str, Any]],
+    status: str,
+    usage: dict[str, Any] | None,
+) -> dict[str, Any]:
+    """The ``Response`` of a run as it stands: its journal so far folded, with ``status``
+    the run row's (a run cancelled before its journal began has no events) and its usage."""
+    projection = ResponseProjection(head)
+    for payload in payloads:
+        projection.translate(payload, usage=usage)
+    response = projection.response
+    response["status"] = status
+    response["usage"] = usage
+    if status == "failed" and response["error"] is None:
+        response["error"] = {"code": "server_error", "message": "the run failed"}
+    return wire_response(response)

@@ -1,0 +1,291 @@
+"""The OpenAI Responses API under ``/openai/v1/``: ``POST /responses``, ``GET
+/responses/{id}`` (``?stream=true`` replays its events), ``POST /responses/{id}/cancel``.
+docs/protocols/openai-responses.md; /work/shared/PROTOCOLS.md §3.
+
+A response is a run (its runId is the response id, ``resp_…``); ``conversation`` and
+``previous_response_id`` name its thread. A streamed answer is the run's journal through the
+pure translator (outbound.py), from the run's first event; a non-streamed one waits on the
+journal on the event loop (``agent_runs/awaited.py``) and answers the ``Response`` rebuilt
+from the stored rows, like ``GET``."""
+
+import json
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any, cast
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.http import Http404, HttpResponseBase, StreamingHttpResponse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from agent_runs.awaited import awaited_response
+from agent_runs.db import db_call
+from agent_runs.events.follow import thread_events
+from agent_runs.events.sse import KEEP_ALIVE_FRAME
+from agent_runs.events.wait import run_events_wait
+from agent_runs.models import Run
+from agent_runs.protocols.openai_responses.errors import (
+    ConversationBusy,
+    PreviousResponseNotLatest,
+    ResponseNotFound,
+    ResponsesApi,
+    ResponsesError,
+)
+from agent_runs.protocols.openai_responses.inbound import (
+    JsonBodyParser,
+    ResponseCreate,
+    input_text,
+    new_response_id,
+    response_create_parse,
+    response_request,
+    response_run_input,
+)
+from agent_runs.protocols.openai_responses.openapi import error_responses
+from agent_runs.protocols.openai_responses.outbound import (
+    ResponseProjection,
+    is_terminal,
+    response_of_journal,
+    usage_object,
+)
+from agent_runs.selectors.events import EventStreamStart, event_stream_start, thread_last_event_id
+from agent_runs.selectors.run_journal import run_event_payloads, thread_latest_run_of_user
+from agent_runs.selectors.runs import run_get_for_user, session_thread_id
+from agent_runs.services.lifecycle import ACTIVE_STATUSES, run_cancel
+from agent_runs.services.runs import RunOptions, run_create
+from billing.selectors import run_usage_summary
+
+_TAGS = ["openai responses"]
+# How long a non-streamed ``POST /responses`` waits for its run (the SDK's own timeout is
+# 600 s); after that it answers the response as it stands (``in_progress``).
+RESPONSE_WAIT_SECONDS = 540.0
+
+_STATUSES = {
+    Run.Status.QUEUED: "queued",
+    Run.Status.RUNNING: "in_progress",
+    Run.Status.PAUSED: "in_progress",
+    Run.Status.COMPLETED: "completed",
+    Run.Status.FAILED: "failed",
+    Run.Status.CANCELLED: "cancelled",
+}
+_ENDED = (Run.Status.COMPLETED, Run.Status.FAILED, Run.Status.CANCELLED)
+_STREAM_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+
+
+def _user(request: Request) -> AbstractBaseUser:
+    return cast(AbstractBaseUser, request.user)  # IsAuthenticated has refused the rest
+
+
+def response_head(run: Run) -> dict[str, Any]:
+    """The ``Response`` fields the run row and its request hold (not the journal)."""
+    asked = run.request or {}
+    return {
+        "id": run.run_id,
+        "created_at": int(run.created_at.timestamp()),
+        "model": asked.get("model") or "agent",
+        "instructions": asked.get("instructions"),
+        "metadata": asked.get("metadata") or {},
+        "background": bool(asked.get("background")),
+        "previous_response_id": asked.get("previous_response_id"),
+        "conversation": asked.get("conversation"),
+        "tools": [],
+        "tool_choice": "auto",
+        "parallel_tool_calls": True,
+    }
+
+
+def run_usage(run: Run) -> dict[str, Any]:
+    """``Response.usage``: the run's recorded usage, summed over its model calls."""
+    summary = run_usage_summary(run=run)
+    return usage_object(
+        input_tokens=summary.input_tokens,
+        output_tokens=summary.output_tokens,
+        cached_tokens=summary.cached_prompt_tokens,
+        reasoning_tokens=summary.reasoning_tokens,
+    )
+
+
+def response_now(run: Run) -> dict[str, Any]:
+    """The ``Response`` of a run as its rows hold it now."""
+    run.refresh_from_db()
+    ended = run.status in _ENDED
+    return response_of_journal(
+        head=response_head(run),
+        payloads=run_event_payloads(run=run),
+        status=_STATUSES[Run.Status(run.status)],
+        usage=run_usage(run) if ended else None,
+    )
+
+
+async def response_events(
+    *, run: Run, start: EventStreamStart, starting_after: int | None = None
+) -> AsyncIterator[bytes]:
+    """The SSE body of a response's events: its run's journal from its first event, through
+    the translator, each event an ``event:``/``data:`` frame; a keep-alive comment while the
+    run is idle. ``starting_after``: only the events numbered after it are sent."""
+    projection = ResponseProjection(response_head(run))
+    batches = thread_events(thread_id=run.thread_id, start=start, follow=False)
+    try:
+        async for batch in batches:
+            frames = []
+            for event in batch:
+                if event.payload.get("runId", run.run_id) != run.run_id:
+                    continue
+                usage = await db_call(run_usage, run) if is_terminal(event.payload) else None
+                for wire in projection.translate(event.payload, usage=usage):
+                    if starting_after is None or wire["sequence_number"] > starting_after:
+                        frames.append(_sse(wire))
+            yield b"".join(frames) or KEEP_ALIVE_FRAME
+    finally:
+        await batches.aclose()
+
+
+def _sse(event: dict[str, Any]) -> bytes:
+    data = json.dumps(event, ensure_ascii=False, separators=(",", ":"))
+    return f"event: {event['type']}\ndata: {data}\n\n".encode()
+
+
+def _stream(run: Run, user: AbstractBaseUser, starting_after: int | None = None) -> Any:
+    start = event_stream_start(user=user, thread_id=run.thread_id, after_id=None, run_id=run.run_id)
+    events = response_events(run=run, start=start, starting_after=starting_after)
+    return StreamingHttpResponse(events, content_type="text/event-stream", headers=_STREAM_HEADERS)
+
+
+def _response_run(request: Request, response_id: str, *, param: str | None = None) -> Run:
+    """The caller's response (run); anyone else's, or none, is a 404."""
+    try:
+        return run_get_for_user(user=_user(request), run_id=response_id)
+    except Http404:
+        raise ResponseNotFound(response_id, param=param) from None
+
+
+def _thread_of(request: Request, body: ResponseCreate) -> uuid.UUID:
+    """The thread the new response goes on: ``previous_response_id``'s (it must be the
+    latest response there), ``conversation``'s, or a new one. A conversation whose latest
+    response is still in progress is busy."""
+    user = _user(request)
+    if body.previous_response_id is not None:
+        previous = _response_run(request, body.previous_response_id, param="previous_response_id")
+        latest = thread_latest_run_of_user(user=user, thread_id=previous.thread_id)
+        if latest is None or latest.pk != previous.pk:
+            raise PreviousResponseNotLatest(body.previous_response_id)
+        if previous.status in ACTIVE_STATUSES:
+            raise ConversationBusy("previous_response_id")
+        return previous.thread_id
+    conversation = body.conversation_id
+    if conversation is None:
+        return uuid.uuid4()
+    thread_id = session_thread_id(user=user, session=conversation)
+    latest = thread_latest_run_of_user(user=user, thread_id=thread_id)
+    if latest is not None and latest.status in ACTIVE_STATUSES:
+        raise ConversationBusy("conversation")
+    return thread_id
+
+
+_CREATED = {
+    (200, "application/json"): OpenApiResponse(
+        OpenApiTypes.OBJECT, description="The Response (queued, for a background one)"
+    ),
+    (200, "text/event-stream"): OpenApiResponse(
+        OpenApiTypes.STR, description="The response's events (stream: true)"
+    ),
+}
+
+
+class ResponseCreateApi(ResponsesApi):
+    parser_classes = [JsonBodyParser]
+
+    @extend_schema(
+        operation_id="openai_responses_create",
+        summary="Create a response (a run of the agent)",
+        tags=_TAGS,
+        request=OpenApiTypes.OBJECT,
+        responses={**_CREATED, **error_responses(400, 401, 404, 409, 415)},
+    )
+    def post(self, request: Request) -> HttpResponseBase:
+        body = response_create_parse(request.data)
+        user = _user(request)
+        thread_id = _thread_of(request, body)
+        response_id = new_response_id()
+        # Read first: the run's events (its terminal one too) come after it.
+        after_id = thread_last_event_id(thread_id=thread_id)
+        run = run_create(
+            user=user,
+            run_input=response_run_input(
+                thread_id=thread_id, response_id=response_id, text=input_text(body)
+            ),
+            options=RunOptions(
+                request=response_request(body, previous_response_id=body.previous_response_id)
+            ),
+        )
+        if body.stream:
+            return _stream(run, user)
+        if body.background:
+            return Response(response_now(run))
+        return awaited_response(request, _response_when_ended(run, after_id=after_id))
+
+
+def _response_when_ended(run: Run, *, after_id: int) -> Any:
+    async def answer() -> tuple[int, Any]:
+        await run_events_wait(
+            thread_id=run.thread_id,
+            run_id=run.run_id,
+            after_id=after_id,
+            until=lambda event: False,
+            timeout=RESPONSE_WAIT_SECONDS,
+        )
+        return 200, await db_call(response_now, run)
+
+    return answer
+
+
+class ResponseDetailApi(ResponsesApi):
+    @extend_schema(
+        operation_id="openai_responses_get",
+        summary="A response; with stream=true, its events from the first",
+        tags=_TAGS,
+        parameters=[
+            OpenApiParameter("stream", bool, description="Answer the response's events (SSE)."),
+            OpenApiParameter(
+                "starting_after",
+                int,
+                description="With stream: only the events whose sequence_number is greater.",
+            ),
+        ],
+        responses={
+            (200, "application/json"): OpenApiResponse(OpenApiTypes.OBJECT),
+            (200, "text/event-stream"): OpenApiResponse(OpenApiTypes.STR),
+            **error_responses(400, 401, 404),
+        },
+    )
+    def get(self, request: Request, response_id: str) -> HttpResponseBase:
+        run = _response_run(request, response_id)
+        stream = request.query_params.get("stream", "false").lower()
+        if stream not in ("true", "false"):
+            raise ResponsesError("'stream' must be true or false.", param="stream")
+        if stream == "false":
+            return Response(response_now(run))
+        return _stream(run, _user(request), _starting_after(request))
+
+
+def _starting_after(request: Request) -> int | None:
+    value = request.query_params.get("starting_after")
+    if value is None:
+        return None
+    if not (value.isascii() and value.lstrip("-").isdigit() and len(value) <= 10):
+        raise ResponsesError("'starting_after' must be an integer.", param="starting_after")
+    return int(value)
+
+
+class ResponseCancelApi(ResponsesApi):
+    @extend_schema(
+        operation_id="openai_responses_cancel",
+        summary="Cancel a response (again: its final object)",
+        tags=_TAGS,
+        request=None,
+        responses={200: OpenApiTypes.OBJECT, **error_responses(401, 404)},
+    )
+    def post(self, request: Request, response_id: str) -> Response:
+        run = run_cancel(run=_response_run(request, response_id))
+        return Response(response_now(run))
