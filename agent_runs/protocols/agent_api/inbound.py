@@ -1,0 +1,176 @@
+"""What an Agent API request carries, checked before anything is stored or streamed: the JSON
+body (``JsonBodyParser``), the spec's ``AgentRequest`` (docs/spec/agent-api-protocol.md,
+5. Request Models) as pydantic models, and its new user message as the core's
+``RunAgentInput``. Pure but for reading the request stream."""
+
+import uuid
+from typing import IO, Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictFloat,
+    StrictInt,
+    StrictStr,
+    ValidationError,
+)
+from rest_framework.exceptions import ParseError
+from rest_framework.parsers import BaseParser
+
+from agent_runs.json_input import JsonTooDeep, MalformedJson, json_decode, json_unstorable_place
+from agent_runs.protocols.agent_api.errors import BodyInvalid
+from agent_runs.run_input import (
+    BinaryContentBlock,
+    ForwardedProps,
+    InputMessage,
+    RunAgentInput,
+    TextContentBlock,
+)
+
+MAX_BODY_BYTES = 256 * 1024
+MAX_TEXT_CHARS = 10_000
+MAX_IMAGES = 3
+MAX_SESSION_ID_CHARS = 200
+# What the request asked beyond its input, kept with the run (``Run.request``) and given
+# back on its response objects. The run's agent decides its model and sampling itself.
+KEPT_FIELDS = (
+    "model",
+    "top_p",
+    "temperature",
+    "frequency_penalty",
+    "presence_penalty",
+    "max_tokens",
+    "stop",
+    "n",
+    "seed",
+    "tools",
+)
+
+
+class JsonBodyParser(BaseParser):
+    """JSON bodies as the run core reads them (``agent_runs.json_input``): not JSON, numbers
+    no peer can read back, nesting too deep, NUL or lone surrogates are each a 400 naming
+    the problem; at most 256 KB."""
+
+    media_type = "application/json"
+
+    def parse(self, stream: IO[bytes], media_type: Any = None, parser_context: Any = None) -> Any:
+        body = stream.read(MAX_BODY_BYTES + 1) if stream is not None else b""
+        if len(body) > MAX_BODY_BYTES:
+            raise ParseError(f"the body exceeds {MAX_BODY_BYTES // 1024} KB")
+        if not body.strip():
+            raise ParseError("the body must be a JSON object (an AgentRequest)")
+        try:
+            value = json_decode(body)
+        except MalformedJson as exc:
+            raise ParseError(f"malformed JSON: {exc}") from None
+        except JsonTooDeep:
+            raise ParseError("malformed JSON: nested too deep") from None
+        if isinstance(value, dict | list):
+            place = json_unstorable_place(value)
+            if place is not None:
+                path, reason = place
+                raise ParseError(f"invalid body{path}: {reason}")
+        return value
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+
+class TextContent(_Model):
+    type: Literal["text"]
+    text: StrictStr = Field(max_length=MAX_TEXT_CHARS)
+
+
+class ImageContent(_Model):
+    """An image, by a signed URL of the caller's attachments (``POST
+    /api/v1/agent/attachments``)."""
+
+    type: Literal["image"]
+    image_url: StrictStr = Field(min_length=1, max_length=4096)
+
+
+Content = Annotated[TextContent | ImageContent, Field(discriminator="type")]
+
+
+class Message(_Model):
+    """The new user message (the session keeps the conversation before it)."""
+
+    role: Literal["user"]
+    type: Literal["message"] = "message"
+    content: list[Content] = Field(min_length=1, max_length=MAX_IMAGES + 20)
+
+
+class AgentRequest(_Model):
+    input: list[Message] = Field(min_length=1, max_length=1)
+    stream: StrictBool = True
+    model: StrictStr | None = Field(default=None, max_length=200)
+    top_p: StrictFloat | StrictInt | None = None
+    temperature: StrictFloat | StrictInt | None = None
+    frequency_penalty: StrictFloat | StrictInt | None = None
+    presence_penalty: StrictFloat | StrictInt | None = None
+    max_tokens: StrictInt | None = Field(default=None, ge=1)
+    stop: StrictStr | list[StrictStr] | None = None
+    n: StrictInt | None = Field(default=1, ge=1, le=1)
+    seed: StrictInt | None = None
+    tools: list[dict[str, Any]] | None = None
+    session_id: StrictStr | None = Field(
+        default=None, min_length=1, max_length=MAX_SESSION_ID_CHARS
+    )
+    response_id: StrictStr | None = None
+
+    def kept(self) -> dict[str, Any]:
+        """What the request asked beyond its input, as sent (``Run.request``)."""
+        return {
+            name: value
+            for name in KEPT_FIELDS
+            if name in self.model_fields_set and (value := getattr(self, name)) is not None
+        }
+
+
+def agent_request_parse(data: Any) -> AgentRequest:
+    """The body as an ``AgentRequest``; ``BodyInvalid`` naming each problem otherwise."""
+    if not isinstance(data, dict):
+        raise BodyInvalid("the body must be a JSON object (an AgentRequest)")
+    try:
+        request = AgentRequest.model_validate(data)
+    except ValidationError as exc:
+        problems = [
+            f"{'.'.join(str(part) for part in error['loc']) or 'body'}: {error['msg']}"
+            for error in exc.errors(include_url=False, include_input=False)
+        ]
+        raise BodyInvalid(f"invalid AgentRequest: {'; '.join(problems)}") from None
+    content = request.input[0].content
+    if sum(isinstance(part, ImageContent) for part in content) > MAX_IMAGES:
+        raise BodyInvalid(f"invalid AgentRequest: input.0.content: at most {MAX_IMAGES} images")
+    if not any(isinstance(part, ImageContent) or part.text.strip() for part in content):
+        raise BodyInvalid("invalid AgentRequest: input.0.content: the message is empty")
+    if sum(len(part.text) for part in content if isinstance(part, TextContent)) > MAX_TEXT_CHARS:
+        raise BodyInvalid(
+            f"invalid AgentRequest: input.0.content: the text exceeds {MAX_TEXT_CHARS} characters"
+        )
+    return request
+
+
+def request_run_input(*, request: AgentRequest, thread_id: uuid.UUID) -> RunAgentInput:
+    """The request's new user message as the core's command: one chat turn of the session's
+    thread, run as the response ``response_<uuid>``. Images become binary blocks naming
+    their signed URL (the core resolves it to the caller's stored object)."""
+    blocks: list[TextContentBlock | BinaryContentBlock] = []
+    for part in request.input[0].content:
+        if isinstance(part, TextContent):
+            blocks.append(TextContentBlock(type="text", text=part.text))
+        else:
+            # The stored type is the one the object's bytes say (run_create sniffs it).
+            blocks.append(
+                BinaryContentBlock(type="binary", mime_type="image/*", url=part.image_url)
+            )
+    return RunAgentInput(
+        thread_id=thread_id,
+        run_id=f"response_{uuid.uuid4()}",
+        messages=[InputMessage(id=f"msg_{uuid.uuid4()}", role="user", content=blocks)],
+        forwarded_props=ForwardedProps(runtime_mode="chat"),
+    )

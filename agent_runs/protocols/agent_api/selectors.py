@@ -1,0 +1,69 @@
+"""The Agent API's reads: what a response object says beyond the journal (``ResponseFacts``)
+and a run's stored events, for the translator (outbound.py)."""
+
+from typing import Any
+
+from agent_runs.models import Run, RunEvent
+from agent_runs.protocols.agent_api.outbound import ResponseFacts, response_current
+from agent_runs.services.lifecycle import ACTIVE_STATUSES
+from billing.selectors import run_usage_summary
+
+# How this protocol marks the runs it creates (``Run.request["protocol"]``).
+PROTOCOL = "agent_api"
+
+
+def run_request_kept(*, session_id: str, kept: dict[str, Any]) -> dict[str, Any]:
+    """What a run created here keeps of its request (``Run.request``)."""
+    return {"protocol": PROTOCOL, "session_id": session_id, "kept": kept}
+
+
+def response_facts(*, run: Run) -> ResponseFacts:
+    """The run's facts as they stand: its end and usage once it has ended. A run another
+    protocol created answers its thread id as its session."""
+    own = run.request.get("protocol") == PROTOCOL
+    facts = ResponseFacts(
+        response_id=run.run_id,
+        session_id=str(run.request["session_id"]) if own else str(run.thread_id),
+        created_at=int(run.created_at.timestamp()),
+        request=dict(run.request.get("kept", {})) if own else {},
+    )
+    if run.status in ACTIVE_STATUSES or run.finished_at is None:
+        return facts
+    return ResponseFacts(
+        response_id=facts.response_id,
+        session_id=facts.session_id,
+        created_at=facts.created_at,
+        completed_at=int(run.finished_at.timestamp()),
+        usage=run_usage(run=run),
+        request=facts.request,
+    )
+
+
+def response_facts_ended(*, run_pk: int) -> ResponseFacts:
+    """The facts of a run whose terminal event has just been seen (both are final then)."""
+    return response_facts(run=Run.objects.get(pk=run_pk))
+
+
+def run_usage(*, run: Run) -> dict[str, int]:
+    """The run's recorded usage (every model call's, billing's ``UsageRecord``)."""
+    summary = run_usage_summary(run=run)
+    return {
+        "input_tokens": summary.input_tokens,
+        "output_tokens": summary.output_tokens,
+        "total_tokens": summary.total_tokens,
+    }
+
+
+def run_event_payloads(*, run: Run) -> list[dict[str, Any]]:
+    """The run's stored events, in order."""
+    events = RunEvent.objects.filter(run=run).order_by("seq").values_list("payload", flat=True)
+    return list(events)
+
+
+def response_object(*, run: Run) -> dict[str, Any]:
+    """The run's latest response object (its final one once it has ended), as its stream
+    last said it. A run cancelled while queued behind another has no journal yet: its
+    response says ``canceled`` all the same."""
+    run.refresh_from_db()
+    ended_as = "canceled" if run.status == Run.Status.CANCELLED else None
+    return response_current(response_facts(run=run), run_event_payloads(run=run), ended_as=ended_as)
