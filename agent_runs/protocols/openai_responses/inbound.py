@@ -104,7 +104,7 @@ def response_create_parse(data: Any) -> ResponseCreate:
         body = ResponseCreate.model_validate(data)
     except ValidationError as exc:
         error = exc.errors(include_url=False, include_input=False)[0]
-        param = ".".join(str(part) for part in error["loc"])
+        param = _param(error["loc"])
         if error["type"] == "missing":
             raise ResponsesError(
                 f"Missing required parameter: '{param}'.",
@@ -116,6 +116,22 @@ def response_create_parse(data: Any) -> ResponseCreate:
         ) from None
     _body_check(body)
     return body
+
+
+def _param(loc: tuple[int | str, ...]) -> str:
+    """A validation error's place as OpenAI names a parameter (``input[0].content``),
+    without the union members pydantic puts in it (``str``, ``list[InputText]``…)."""
+    param = ""
+    for part in loc:
+        if isinstance(part, int):
+            param += f"[{part}]"
+        elif not _is_member_tag(part):
+            param += f".{part}" if param else part
+    return param
+
+
+def _is_member_tag(part: str) -> bool:
+    return "[" in part or part[:1].isupper() or part in ("str", "int", "bool", "float")
 
 
 def _body_check(body: ResponseCreate) -> None:
