@@ -4,7 +4,7 @@ body (``JsonBodyParser``), the spec's ``AgentRequest`` (docs/spec/agent-api-prot
 ``RunAgentInput``. Pure but for reading the request stream."""
 
 import uuid
-from typing import IO, Annotated, Any, Literal
+from typing import IO, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -80,20 +80,14 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True)
 
 
-class TextContent(_Model):
-    type: Literal["text"]
-    text: StrictStr = Field(max_length=MAX_TEXT_CHARS)
-
-
-class ImageContent(_Model):
-    """An image, by a signed URL of the caller's attachments (``POST
+class Content(_Model):
+    """A part of the message: ``{"type": "text", "text"}``, or ``{"type": "image",
+    "image_url"}`` naming a signed URL of the caller's attachments (``POST
     /api/v1/agent/attachments``)."""
 
-    type: Literal["image"]
-    image_url: StrictStr = Field(min_length=1, max_length=4096)
-
-
-Content = Annotated[TextContent | ImageContent, Field(discriminator="type")]
+    type: Literal["text", "image"]
+    text: StrictStr | None = Field(default=None, max_length=MAX_TEXT_CHARS)
+    image_url: StrictStr | None = Field(default=None, min_length=1, max_length=4096)
 
 
 class Message(_Model):
@@ -144,11 +138,19 @@ def agent_request_parse(data: Any) -> AgentRequest:
         ]
         raise BodyInvalid(f"invalid AgentRequest: {'; '.join(problems)}") from None
     content = request.input[0].content
-    if sum(isinstance(part, ImageContent) for part in content) > MAX_IMAGES:
+    for index, part in enumerate(content):
+        needed = "text" if part.type == "text" else "image_url"
+        if getattr(part, needed) is None:
+            raise BodyInvalid(
+                f"invalid AgentRequest: input.0.content.{index}.{needed}: "
+                f"required for {part.type} content"
+            )
+    images = [part for part in content if part.type == "image"]
+    if len(images) > MAX_IMAGES:
         raise BodyInvalid(f"invalid AgentRequest: input.0.content: at most {MAX_IMAGES} images")
-    if not any(isinstance(part, ImageContent) or part.text.strip() for part in content):
+    if not images and not any((part.text or "").strip() for part in content):
         raise BodyInvalid("invalid AgentRequest: input.0.content: the message is empty")
-    if sum(len(part.text) for part in content if isinstance(part, TextContent)) > MAX_TEXT_CHARS:
+    if sum(len(part.text or "") for part in content) > MAX_TEXT_CHARS:
         raise BodyInvalid(
             f"invalid AgentRequest: input.0.content: the text exceeds {MAX_TEXT_CHARS} characters"
         )
@@ -161,9 +163,9 @@ def request_run_input(*, request: AgentRequest, thread_id: uuid.UUID) -> RunAgen
     their signed URL (the core resolves it to the caller's stored object)."""
     blocks: list[TextContentBlock | BinaryContentBlock] = []
     for part in request.input[0].content:
-        if isinstance(part, TextContent):
+        if part.text is not None and part.type == "text":
             blocks.append(TextContentBlock(type="text", text=part.text))
-        else:
+        elif part.image_url is not None:
             # The stored type is the one the object's bytes say (run_create sniffs it).
             blocks.append(
                 BinaryContentBlock(type="binary", mime_type="image/*", url=part.image_url)
