@@ -14,7 +14,7 @@ Every wire object goes through the SDK's own models (``openai.types.responses``)
 with only the fields set here.
 """
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from openai.types.responses import (
@@ -355,7 +355,7 @@ def is_terminal(payload: Mapping[str, Any]) -> bool:
 def response_of_journal(
     *,
     head: Mapping[str, Any],
-    payloads: list[Mapping[str, Any]],
+    payloads: Sequence[Mapping[str, Any]],
     status: str,
     usage: dict[str, Any] | None,
 ) -> dict[str, Any]:

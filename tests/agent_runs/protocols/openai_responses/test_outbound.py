@@ -195,9 +195,8 @@ def test_a_failed_tool_is_a_failed_mcp_call():
 
 
 def test_a_failed_run_is_response_failed_with_its_message():
-    journal = text_journal()[:5] + [
-        {"type": "RUN_ERROR", "code": "model_error", "message": "the model failed", **IDS}
-    ]
+    failure = {"type": "RUN_ERROR", "code": "model_error", "message": "the model failed"}
+    journal = [*text_journal()[:5], {**failure, **IDS}]
     events = project(journal)
 
     assert types(events)[-1] == "response.failed"
@@ -209,9 +208,8 @@ def test_a_failed_run_is_response_failed_with_its_message():
 
 
 def test_a_cancelled_run_ends_incomplete_with_the_status_cancelled():
-    journal = text_journal()[:6] + [
-        {"type": "RUN_ERROR", "code": "cancelled", "message": "the run was cancelled", **IDS}
-    ]
+    cancel = {"type": "RUN_ERROR", "code": "cancelled", "message": "the run was cancelled"}
+    journal = [*text_journal()[:6], {**cancel, **IDS}]
     events = project(journal)
 
     assert types(events)[-1] == "response.incomplete"
