@@ -83,6 +83,8 @@ def test_every_operation_says_what_its_errors_look_like(client):
             errors = {code: r for code, r in operation["responses"].items() if code >= "400"}
             assert errors, (method, path)
             expected = agent_protocol_error if path.startswith(("/api/tasks", "/ap/v1/")) else error
+            if path.startswith("/api/v1/agent/process"):  # the Agent API's own shape
+                expected = {"$ref": "#/components/schemas/AgentApiError"}
             if path.startswith("/openai/v1/"):  # OpenAI's shape (openai_responses/errors.py)
                 expected = {"$ref": "#/components/schemas/OpenAIError"}
             for code, response in errors.items():

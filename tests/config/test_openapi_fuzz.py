@@ -38,7 +38,9 @@ CHECKS = [
     content_type_conformance,
     response_schema_conformance,
 ]
-STREAMS_FOR_EVER = {"agui_run"}
+# The Agent API's POST answers its run's stream, or waits for its end (stream: false): with
+# no worker, as long as its wait lasts (tests/agent_runs/protocols/agent_api/ test it).
+STREAMS_FOR_EVER = {"agui_run", "agent_api_process"}
 FUZZ = settings(
     max_examples=15,
     deadline=None,
