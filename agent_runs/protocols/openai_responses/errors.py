@@ -48,6 +48,14 @@ class ResponseNotFound(ResponsesError):
         super().__init__(f"Response with id '{response_id}' not found.", param=param)
 
 
+class ConversationNotFound(ResponsesError):
+    code = "not_found"
+    status = 404
+
+    def __init__(self, conversation: str) -> None:
+        super().__init__(f"Conversation with id '{conversation}' not found.", param="conversation")
+
+
 class PreviousResponseNotLatest(ResponsesError):
     """``previous_response_id`` names a response its conversation has gone on from: a fork,
     which the run core's threads do not have."""

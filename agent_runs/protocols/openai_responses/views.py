@@ -28,6 +28,7 @@ from agent_runs.events.wait import run_events_wait
 from agent_runs.models import Run
 from agent_runs.protocols.openai_responses.errors import (
     ConversationBusy,
+    ConversationNotFound,
     PreviousResponseNotLatest,
     ResponseNotFound,
     ResponsesApi,
@@ -210,15 +211,18 @@ class ResponseCreateApi(ResponsesApi):
         response_id = new_response_id()
         # Read first: the run's events (its terminal one too) come after it.
         after_id = thread_last_event_id(thread_id=thread_id)
-        run = run_create(
-            user=user,
-            run_input=response_run_input(
-                thread_id=thread_id, response_id=response_id, text=input_text(body)
-            ),
-            options=RunOptions(
-                request=response_request(body, previous_response_id=body.previous_response_id)
-            ),
-        )
+        try:
+            run = run_create(
+                user=user,
+                run_input=response_run_input(
+                    thread_id=thread_id, response_id=response_id, text=input_text(body)
+                ),
+                options=RunOptions(
+                    request=response_request(body, previous_response_id=body.previous_response_id)
+                ),
+            )
+        except Http404:  # a conversation named by the UUID of someone else's thread
+            raise ConversationNotFound(str(body.conversation_id)) from None
         if body.stream:
             return _stream(run, user)
         if body.background:

@@ -14,6 +14,7 @@ import pytest
 from django.conf import settings
 
 from agent_runs.models import Message, Run, Thread
+from billing.models import UsageRecord
 from tests.conftest import start_daphne, start_worker, stop_process, wait_for
 from tests.fake_llm import FakeOpenAI
 
@@ -219,6 +220,16 @@ def test_the_agent_s_tools_are_mcp_call_items(model, alice_token):
     assert call["status"] in ("completed", "failed")
     assert not any(item["type"] == "function_call" for item in final["output"])
     assert any(event["type"] == "response.mcp_call_arguments.done" for event in events)
+    # The usage is the run's recorded usage, and a replay sends what the live stream sent.
+    records = UsageRecord.objects.filter(run__run_id=final["id"])
+    assert records.exists()
+    assert final["usage"]["input_tokens"] == sum(r.input_tokens or 0 for r in records)
+    assert final["usage"]["output_tokens"] == sum(r.output_tokens or 0 for r in records)
+    client = sdk(model.port, alice_token)
+    assert dumped(client.responses.retrieve(final["id"], stream=True)) == events
+    assert client.responses.retrieve(final["id"]).model_dump(mode="json") == (
+        openai.types.responses.Response.model_validate(final).model_dump(mode="json")
+    )
 
 
 def test_a_previous_response_id_chain_of_three_turns_keeps_one_thread(port, alice_token):
@@ -249,6 +260,17 @@ def test_a_conversation_names_one_thread_of_the_caller_s(port, alice_token):
     assert first.conversation is not None and first.conversation.id == "trip"
     threads = {run.thread_id for run in Run.objects.filter(run_id__in=[first.id, second.id])}
     assert len(threads) == 1
+
+
+def test_a_conversation_naming_a_stranger_s_thread_is_a_404(port, alice_token, bob_token):
+    first = sdk(port, alice_token).responses.create(model="gpt-test", input="One")
+    thread_id = str(Run.objects.get(run_id=first.id).thread_id)
+
+    with pytest.raises(openai.NotFoundError) as refused:
+        sdk(port, bob_token).responses.create(model="gpt-test", input="Hi", conversation=thread_id)
+
+    assert refused.value.param == "conversation"
+    assert Run.objects.count() == 1
 
 
 def test_a_stranger_gets_404s(port, alice_token, bob_token):
