@@ -13,7 +13,6 @@ _WHEN = {
     403: "An image URL that is not a valid signed URL of the caller's",
     404: "Not found, or not the caller's (a session, a response)",
     409: "A response id the caller used in several sessions",
-    413: "An image too large",
     415: "A body that is not JSON, or an image that is not one",
     422: "An image URL the server cannot read",
 }

@@ -298,17 +298,20 @@ def response_objects(facts: ResponseFacts, payloads: Iterable[Mapping[str, Any]]
 
 
 def response_current(
-    facts: ResponseFacts, payloads: Iterable[Mapping[str, Any]], *, ended_as: str | None = None
+    facts: ResponseFacts, payloads: Iterable[Mapping[str, Any]], *, cancelled: bool = False
 ) -> Object:
     """The latest response object of a run's stream: its final one once the run's journal
-    has ended. ``ended_as``: the run has ended (``"canceled"``: cancelled while queued behind
-    another run) before its journal says so: the response says that, numbered as next."""
+    has ended. ``cancelled``: the run was cancelled while queued behind another run of its
+    thread, and its journal (``RUN_STARTED``, ``RUN_ERROR`` cancelled) is written when its
+    turn comes: the answer is already the final object that journal will give."""
     stream = ResponseStream(facts)
     stream.created()
+    payloads = list(payloads)
     for payload in payloads:
         stream.objects(payload)
-    if ended_as is not None and not stream.ended:
-        stream.ended = True
-        return stream._response(ended_as)
+    if cancelled and not stream.ended:
+        if not payloads:
+            stream.objects({"type": "RUN_STARTED"})
+        stream.objects({"type": "RUN_ERROR", "code": RUN_CANCELLED_CODE})
     assert stream.last_response is not None
     return stream.last_response

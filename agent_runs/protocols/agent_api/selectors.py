@@ -62,8 +62,10 @@ def run_event_payloads(*, run: Run) -> list[dict[str, Any]]:
 
 def response_object(*, run: Run) -> dict[str, Any]:
     """The run's latest response object (its final one once it has ended), as its stream
-    last said it. A run cancelled while queued behind another has no journal yet: its
-    response says ``canceled`` all the same."""
+    last said it, or will say it (a run cancelled while queued behind another)."""
     run.refresh_from_db()
-    ended_as = "canceled" if run.status == Run.Status.CANCELLED else None
-    return response_current(response_facts(run=run), run_event_payloads(run=run), ended_as=ended_as)
+    return response_current(
+        response_facts(run=run),
+        run_event_payloads(run=run),
+        cancelled=run.status == Run.Status.CANCELLED,
+    )

@@ -219,8 +219,15 @@ def test_the_current_object_is_the_latest_response_object_or_the_end_the_run_row
     del in_progress["model"]  # FACTS keep no request fields
     assert response_current(FACTS, started) == in_progress
     assert response_current(ENDED, text_journal()) == stream_of(text_journal())[-1]
-    queued_cancel = response_current(ENDED, [], ended_as="canceled")
-    assert (queued_cancel["status"], queued_cancel["sequence_number"]) == ("canceled", 1)
+    # Cancelled while queued behind another run: the final object its journal will give.
+    journal_to_come = [
+        {"type": "RUN_STARTED", **IDS},
+        {"type": "RUN_ERROR", "code": "cancelled", "message": "run cancelled", **IDS},
+    ]
+    final = stream_of(journal_to_come)[-1]
+    assert response_current(ENDED, [], cancelled=True) == final
+    assert response_current(ENDED, journal_to_come[:1], cancelled=True) == final
+    assert response_current(ENDED, journal_to_come, cancelled=True) == final
 
 
 def test_nothing_follows_the_terminal_event():
