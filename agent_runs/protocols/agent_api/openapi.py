@@ -10,11 +10,10 @@ from agent_runs.protocols.agent_api.inbound import AgentRequest
 _WHEN = {
     400: "A body that is not an AgentRequest this server takes, or a bad parameter",
     401: "No credentials, or bad ones",
-    403: "An image URL that is not a valid signed URL of the caller's",
     404: "Not found, or not the caller's (a session, a response)",
     409: "A response id the caller used in several sessions",
     415: "A body that is not JSON, or an image that is not one",
-    422: "An image URL the server cannot read",
+    422: "An image URL that is not a valid, unexpired signed URL of the caller's",
 }
 
 
