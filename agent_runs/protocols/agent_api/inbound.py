@@ -114,7 +114,6 @@ class AgentRequest(_Model):
     session_id: StrictStr | None = Field(
         default=None, min_length=1, max_length=MAX_SESSION_ID_CHARS
     )
-    response_id: StrictStr | None = None
 
     def kept(self) -> dict[str, Any]:
         """What the request asked beyond its input, as sent (``Run.request``)."""

@@ -9,7 +9,6 @@ that goes away does not cancel the run: it resumes with ``GET …/{response_id}?
 
 import json
 from collections.abc import AsyncIterator
-from typing import Any
 
 from agent_runs.db import db_call
 from agent_runs.events.codec import TERMINAL_TYPES
@@ -44,7 +43,7 @@ async def response_stream(
     batches = thread_events(thread_id=run.thread_id, start=start, follow=False)
     try:
         async for batch in batches:
-            objects: list[Any] = []
+            objects: list[Object] = []
             for event in batch:
                 if event.payload.get("type") in TERMINAL_TYPES:
                     # The run's end and usage are final once its terminal event is written.

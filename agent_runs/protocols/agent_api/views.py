@@ -18,7 +18,7 @@ from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from agent_runs.awaited import awaited_response
+from agent_runs.awaited import Produce, awaited_response
 from agent_runs.db import db_call
 from agent_runs.events.wait import run_events_wait
 from agent_runs.models import Run
@@ -131,7 +131,10 @@ class ProcessApi(_Api):
         return awaited_response(cast(HttpRequest, request), _final_answer(run, after_id))
 
 
-def _final_answer(run: Run, after_id: int) -> Any:
+def _final_answer(run: Run, after_id: int) -> Produce:
+    """The run's final response object once its journal has ended (followed from
+    ``after_id``, the thread's last event before the run was created)."""
+
     async def answer() -> tuple[int, Any]:
         await run_events_wait(
             thread_id=run.thread_id,

@@ -13,7 +13,7 @@ import pytest
 from agent_runs.models import Message, Run, RunEvent
 from agent_runs.selectors.runs import session_thread_id
 from billing.models import UsageRecord
-from tests.conftest import start_worker, stop_process, wait_for
+from tests.conftest import post_run, run_input, start_worker, stop_process, wait_for
 from tests.fake_llm import FakeOpenAI
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.integration]
@@ -473,6 +473,36 @@ def test_a_strangers_session_and_responses_are_not_found(
         assert (answer.status, answer.json()) == (404, not_found)
     assert Run.objects.count() == 1
     assert Run.objects.get().status == Run.Status.QUEUED  # bob's cancel did nothing
+
+
+def test_a_run_another_protocol_started_is_a_response_of_its_thread(
+    alice, alice_token, daphne_port, redis_queue
+):
+    body = run_input()
+    assert post_run(alice, body).status_code == 202  # AG-UI's POST /runs, queued
+
+    got = call(daphne_port, "GET", f"{PROCESS}/{body['runId']}", token=alice_token)
+    cancelled = call(daphne_port, "POST", f"{PROCESS}/{body['runId']}/cancel", token=alice_token)
+
+    assert got.status == 200
+    assert got.json() == {
+        "sequence_number": 0,
+        "object": "response",
+        "status": "created",
+        "id": body["runId"],
+        "created_at": got.json()["created_at"],
+        "completed_at": None,
+        "error": None,
+        "output": None,
+        "usage": None,
+        "session_id": body["threadId"],
+    }
+    final = cancelled.json()
+    assert (final["status"], final["sequence_number"], final["session_id"]) == (
+        "canceled",
+        2,
+        body["threadId"],
+    )
 
 
 def _message(content: Any, **fields: Any) -> dict[str, Any]:
