@@ -347,3 +347,21 @@ def test_a_body_that_is_not_json_is_a_415(port, alice_token):
     )
     assert answer.status_code == 415
     assert answer.json()["error"]["type"] == "invalid_request_error"
+
+
+def test_a_response_cancelled_before_it_starts_never_runs(daphne_port, alice_token, redis_queue):
+    client = sdk(daphne_port, alice_token)  # no worker: the run stays queued
+    response = client.responses.create(model="gpt-test", input="Hello", background=True)
+    assert response.status == "queued"
+
+    cancelled = client.responses.cancel(response.id)
+
+    assert cancelled.status == "cancelled" and cancelled.output == []
+    events = dumped(client.responses.retrieve(response.id, stream=True))
+    assert [event["type"] for event in events] == [
+        "response.created",
+        "response.in_progress",
+        "response.incomplete",
+    ]
+    assert events[-1]["response"]["status"] == "cancelled"
+    assert Run.objects.get(run_id=response.id).started_at is None
