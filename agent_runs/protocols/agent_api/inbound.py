@@ -32,6 +32,7 @@ from agent_runs.run_input import (
 MAX_BODY_BYTES = 256 * 1024
 MAX_TEXT_CHARS = 10_000
 MAX_IMAGES = 3
+MAX_CONTENT_PARTS = 20
 MAX_SESSION_ID_CHARS = 200
 # What the request asked beyond its input, kept with the run (``Run.request``) and given
 # back on its response objects. The run's agent decides its model and sampling itself.
@@ -95,10 +96,14 @@ class Message(_Model):
 
     role: Literal["user"]
     type: Literal["message"] = "message"
-    content: list[Content] = Field(min_length=1, max_length=MAX_IMAGES + 20)
+    content: list[Content] = Field(min_length=1, max_length=MAX_CONTENT_PARTS)
 
 
 class AgentRequest(_Model):
+    """docs/spec/agent-api-protocol.md, 5. Request Models: ``input`` holds the one new user
+    message; the model and sampling fields are kept (``kept``), not applied: the run's agent
+    decides them. Unknown fields (``user_id``, ``response_id``…) are ignored."""
+
     input: list[Message] = Field(min_length=1, max_length=1)
     stream: StrictBool = True
     model: StrictStr | None = Field(default=None, max_length=200)
