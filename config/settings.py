@@ -185,6 +185,10 @@ ATTACHMENT_MAX_BYTES = env_int("ATTACHMENT_MAX_BYTES", 5 * 1024 * 1024, minimum=
 # How long an official Agent Protocol step request waits for its step to finish before it
 # answers the step as it stands (running).
 AGENT_PROTOCOL_STEP_WAIT_SECONDS = env_int("AGENT_PROTOCOL_STEP_WAIT_SECONDS", 120, minimum=1)
+# How long a request answered with a run's final object (a non-streamed Responses or Agent API
+# request) waits for the run, on the event loop, before answering it as it stands. Under the
+# OpenAI SDK's own timeout (600 s).
+AGENT_RESPONSE_WAIT_SECONDS = env_int("AGENT_RESPONSE_WAIT_SECONDS", 540, minimum=1)
 # The largest artifact a client may upload to a task (the Agent Protocol; the spec's 50 MB).
 ARTIFACT_MAX_BYTES = env_int("ARTIFACT_MAX_BYTES", 50 * 1024 * 1024, minimum=1)
 ATTACHMENT_SIGNED_URL_TTL_SECONDS = env_int("ATTACHMENT_SIGNED_URL_TTL_SECONDS", 3600, minimum=1)

@@ -91,6 +91,11 @@ def thread_last_event_id(*, thread_id: uuid.UUID) -> int:
     return last[0] if last else 0
 
 
+def run_event_payloads(*, run: Run) -> list[dict[str, Any]]:
+    """The run's stored events (their wire JSON), in order (the ``(run, seq)`` index)."""
+    return list(RunEvent.objects.filter(run=run).order_by("seq").values_list("payload", flat=True))
+
+
 def events_after(*, thread_id: uuid.UUID, after_id: int, limit: int) -> list[tuple[int, int, Any]]:
     """The thread's committed events after ``after_id``, in order, at most ``limit``: each
     its id, its ordinal in its run and its wire JSON."""

@@ -3,8 +3,9 @@ and a run's stored events, for the translator (outbound.py)."""
 
 from typing import Any
 
-from agent_runs.models import Run, RunEvent
+from agent_runs.models import Run
 from agent_runs.protocols.agent_api.outbound import ResponseFacts, response_current
+from agent_runs.selectors.events import run_event_payloads
 from agent_runs.services.lifecycle import ACTIVE_STATUSES
 from billing.selectors import run_usage_summary
 
@@ -52,12 +53,6 @@ def run_usage(*, run: Run) -> dict[str, int]:
         "output_tokens": summary.output_tokens,
         "total_tokens": summary.total_tokens,
     }
-
-
-def run_event_payloads(*, run: Run) -> list[dict[str, Any]]:
-    """The run's stored events, in order."""
-    events = RunEvent.objects.filter(run=run).order_by("seq").values_list("payload", flat=True)
-    return list(events)
 
 
 def response_object(*, run: Run) -> dict[str, Any]:

@@ -10,6 +10,7 @@ import uuid
 from collections.abc import Iterable
 from typing import Any, cast
 
+from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.http import HttpRequest, HttpResponse, HttpResponseBase, StreamingHttpResponse
 from drf_spectacular.utils import OpenApiParameter, extend_schema
@@ -46,9 +47,6 @@ from agent_runs.services.lifecycle import run_cancel
 from agent_runs.services.runs import RunOptions, run_create
 
 _TAGS = ["agent api"]
-# How long a ``stream: false`` request waits for its run to end before it answers the
-# response as it stands (``in_progress``; GET it later).
-FINAL_WAIT_SECONDS = 600.0
 
 
 class _JsonAlways(DefaultContentNegotiation):
@@ -141,7 +139,7 @@ def _final_answer(run: Run, after_id: int) -> Produce:
             run_id=run.run_id,
             after_id=after_id,
             until=lambda event: False,
-            timeout=FINAL_WAIT_SECONDS,
+            timeout=settings.AGENT_RESPONSE_WAIT_SECONDS,
         )
         return 200, await db_call(response_object, run=run)
 

@@ -13,6 +13,7 @@ import uuid
 from collections.abc import AsyncIterator
 from typing import Any, cast
 
+from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.http import Http404, HttpResponseBase, StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
@@ -50,17 +51,22 @@ from agent_runs.protocols.openai_responses.outbound import (
     response_of_journal,
     usage_object,
 )
-from agent_runs.selectors.events import EventStreamStart, event_stream_start, thread_last_event_id
-from agent_runs.selectors.run_journal import run_event_payloads, thread_latest_run_of_user
-from agent_runs.selectors.runs import run_get_for_user, session_thread_id
+from agent_runs.selectors.events import (
+    EventStreamStart,
+    event_stream_start,
+    run_event_payloads,
+    thread_last_event_id,
+)
+from agent_runs.selectors.runs import (
+    run_get_for_user,
+    session_thread_id,
+    thread_latest_run_of_user,
+)
 from agent_runs.services.lifecycle import ACTIVE_STATUSES, run_cancel
 from agent_runs.services.runs import RunOptions, run_create
 from billing.selectors import run_usage_summary
 
 _TAGS = ["openai responses"]
-# How long a non-streamed ``POST /responses`` waits for its run (the SDK's own timeout is
-# 600 s); after that it answers the response as it stands (``in_progress``).
-RESPONSE_WAIT_SECONDS = 540.0
 
 _STATUSES = {
     Run.Status.QUEUED: "queued",
@@ -237,7 +243,7 @@ def _response_when_ended(run: Run, *, after_id: int) -> Any:
             run_id=run.run_id,
             after_id=after_id,
             until=lambda event: False,
-            timeout=RESPONSE_WAIT_SECONDS,
+            timeout=settings.AGENT_RESPONSE_WAIT_SECONDS,
         )
         return 200, await db_call(response_now, run)
 
