@@ -13,8 +13,13 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from asgiref.sync import async_to_sync
+from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from rest_framework.renderers import JSONRenderer
+
+from agent_runs.db import db_call
+from agent_runs.events.wait import run_events_wait
+from agent_runs.models import Run
 
 Produce = Callable[[], Awaitable[tuple[int, Any]]]
 
@@ -41,6 +46,24 @@ def awaited_response(request: HttpRequest, produce: Produce) -> HttpResponse:
         return AwaitedResponse(produce)
     status, data = async_to_sync(produce)()
     return HttpResponse(_render(data), status=status, content_type="application/json")
+
+
+def run_end_answer(*, run: Run, after_id: int, read: Callable[[Run], Any]) -> Produce:
+    """The answer of a request that waits for the run's end: once its journal has ended
+    (followed from ``after_id``, the thread's last event before the run was created), or
+    after ``AGENT_RESPONSE_WAIT_SECONDS`` if sooner, 200 and ``read(run)``, read on the shared
+    executor (the run's final object, or as it then stands)."""
+
+    async def answer() -> tuple[int, Any]:
+        await run_events_wait(
+            thread_id=run.thread_id,
+            run_id=run.run_id,
+            after_id=after_id,
+            timeout=settings.AGENT_RESPONSE_WAIT_SECONDS,
+        )
+        return 200, await db_call(read, run)
+
+    return answer
 
 
 def _render(data: Any) -> bytes:

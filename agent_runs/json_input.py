@@ -5,7 +5,10 @@ NUL, UTF-8 cannot encode a lone surrogate). Each protocol words the errors its o
 import json
 import math
 import re
-from typing import Any
+from typing import IO, Any
+
+from rest_framework.exceptions import ParseError
+from rest_framework.parsers import BaseParser
 
 # How deep a body may nest, counting its object as level 1 (so AG-UI's ``state`` and
 # ``forwardedProps`` hold 62 more levels): far more than any real input needs, and well
@@ -129,3 +132,35 @@ def _key_path(key: str) -> str:
         return f".{key}"
     shown = key if len(key) <= 32 else key[:32] + "..."
     return f"[{json.dumps(shown, ensure_ascii=False)}]"
+
+
+class JsonBodyParser(BaseParser):
+    """JSON bodies as the run core reads them, for every protocol's DRF views: a body over
+    ``max_bytes``, not JSON, with numbers no peer can read back, nested too deep, or holding
+    NUL or lone surrogates is each a ``ParseError`` (a 400 in the view's own error shape)
+    naming the problem. An empty body is ``{}``, unless ``empty_body`` words its refusal."""
+
+    media_type = "application/json"
+    max_bytes = 1024 * 1024
+    empty_body: str | None = None
+
+    def parse(self, stream: IO[bytes], media_type: Any = None, parser_context: Any = None) -> Any:
+        body = stream.read(self.max_bytes + 1) if stream is not None else b""
+        if len(body) > self.max_bytes:
+            raise ParseError(f"the body exceeds {self.max_bytes // 1024} KB")
+        if not body.strip():
+            if self.empty_body is not None:
+                raise ParseError(self.empty_body)
+            return {}
+        try:
+            value = json_decode(body)
+        except MalformedJson as exc:
+            raise ParseError(f"malformed JSON: {exc}") from None
+        except JsonTooDeep:
+            raise ParseError("malformed JSON: nested too deep") from None
+        if isinstance(value, dict | list):
+            place = json_unstorable_place(value)
+            if place is not None:
+                path, reason = place
+                raise ParseError(f"invalid body{path}: {reason}")
+        return value

@@ -27,18 +27,18 @@ async def run_events_wait(
     thread_id: uuid.UUID,
     run_id: str,
     after_id: int,
-    until: Callable[[dict[str, Any]], bool],
+    until: Callable[[dict[str, Any]], bool] | None = None,
     timeout: float,
 ) -> WaitEnd:
     """Follow the thread's events after ``after_id`` (the thread's last event when the caller
-    last saw the run active, so its terminal event comes later) until one ``until`` accepts,
-    the run ``run_id`` ends, or ``timeout`` seconds pass."""
+    last saw the run active, so its terminal event comes later) until one ``until`` accepts
+    (if given), the run ``run_id`` ends, or ``timeout`` seconds pass."""
     start = EventStreamStart(after_id=after_id, run_id=run_id, run_ended=False)
     batches = thread_events(thread_id=thread_id, start=start, follow=False)
     try:
         async with asyncio.timeout(timeout):
             async for batch in batches:
-                if any(until(event.payload) for event in batch):
+                if until is not None and any(until(event.payload) for event in batch):
                     return WaitEnd.MATCHED
         return WaitEnd.RUN_ENDED
     except TimeoutError:

@@ -4,7 +4,7 @@ body (``JsonBodyParser``), the spec's ``AgentRequest`` (docs/spec/agent-api-prot
 ``RunAgentInput``. Pure but for reading the request stream."""
 
 import uuid
-from typing import IO, Any, Literal
+from typing import Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -16,10 +16,8 @@ from pydantic import (
     StrictStr,
     ValidationError,
 )
-from rest_framework.exceptions import ParseError
-from rest_framework.parsers import BaseParser
 
-from agent_runs.json_input import JsonTooDeep, MalformedJson, json_decode, json_unstorable_place
+from agent_runs import json_input
 from agent_runs.protocols.agent_api.errors import BodyInvalid
 from agent_runs.run_input import (
     BinaryContentBlock,
@@ -50,31 +48,11 @@ KEPT_FIELDS = (
 )
 
 
-class JsonBodyParser(BaseParser):
-    """JSON bodies as the run core reads them (``agent_runs.json_input``): not JSON, numbers
-    no peer can read back, nesting too deep, NUL or lone surrogates are each a 400 naming
-    the problem; at most 256 KB."""
+class JsonBodyParser(json_input.JsonBodyParser):
+    """At most 256 KB, and never empty."""
 
-    media_type = "application/json"
-
-    def parse(self, stream: IO[bytes], media_type: Any = None, parser_context: Any = None) -> Any:
-        body = stream.read(MAX_BODY_BYTES + 1) if stream is not None else b""
-        if len(body) > MAX_BODY_BYTES:
-            raise ParseError(f"the body exceeds {MAX_BODY_BYTES // 1024} KB")
-        if not body.strip():
-            raise ParseError("the body must be a JSON object (an AgentRequest)")
-        try:
-            value = json_decode(body)
-        except MalformedJson as exc:
-            raise ParseError(f"malformed JSON: {exc}") from None
-        except JsonTooDeep:
-            raise ParseError("malformed JSON: nested too deep") from None
-        if isinstance(value, dict | list):
-            place = json_unstorable_place(value)
-            if place is not None:
-                path, reason = place
-                raise ParseError(f"invalid body{path}: {reason}")
-        return value
+    max_bytes = MAX_BODY_BYTES
+    empty_body = "the body must be a JSON object (an AgentRequest)"
 
 
 class _Model(BaseModel):

@@ -10,7 +10,6 @@ import uuid
 from collections.abc import Iterable
 from typing import Any, cast
 
-from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.http import HttpRequest, HttpResponse, HttpResponseBase, StreamingHttpResponse
 from drf_spectacular.utils import OpenApiParameter, extend_schema
@@ -19,9 +18,7 @@ from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from agent_runs.awaited import Produce, awaited_response
-from agent_runs.db import db_call
-from agent_runs.events.wait import run_events_wait
+from agent_runs.awaited import awaited_response, run_end_answer
 from agent_runs.models import Run
 from agent_runs.protocols.agent_api.errors import AgentApi, BodyInvalid
 from agent_runs.protocols.agent_api.inbound import (
@@ -126,24 +123,10 @@ class ProcessApi(_Api):
         )
         if body.stream:
             return _stream_of(request, run, after=None)
-        return awaited_response(cast(HttpRequest, request), _final_answer(run, after_id))
-
-
-def _final_answer(run: Run, after_id: int) -> Produce:
-    """The run's final response object once its journal has ended (followed from
-    ``after_id``, the thread's last event before the run was created)."""
-
-    async def answer() -> tuple[int, Any]:
-        await run_events_wait(
-            thread_id=run.thread_id,
-            run_id=run.run_id,
-            after_id=after_id,
-            until=lambda event: False,
-            timeout=settings.AGENT_RESPONSE_WAIT_SECONDS,
+        answer = run_end_answer(
+            run=run, after_id=after_id, read=lambda run: response_object(run=run)
         )
-        return 200, await db_call(response_object, run=run)
-
-    return answer
+        return awaited_response(cast(HttpRequest, request), answer)
 
 
 class ResponseApi(_Api):

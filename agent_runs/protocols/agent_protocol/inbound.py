@@ -1,51 +1,20 @@
-"""What the Agent Protocol's requests carry, checked before anything is stored: JSON bodies
-(``JsonBodyParser``), the bodies of each set's routes, page numbers, and a task's text as the
-core's ``RunAgentInput``. Pure but for reading the request stream."""
+"""What the Agent Protocol's requests carry, checked before anything is stored: the bodies
+of each set's routes (JSON as ``json_input.JsonBodyParser`` reads it), page numbers, and a
+task's text as the core's ``RunAgentInput``. Pure but for reading the request stream."""
 
 import uuid
-from typing import IO, Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 from django.http import Http404
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, ValidationError
-from rest_framework.exceptions import ParseError
-from rest_framework.parsers import BaseParser
 
-from agent_runs.json_input import JsonTooDeep, MalformedJson, json_decode, json_unstorable_place
 from agent_runs.protocols.agent_protocol.errors import BodyInvalid
 from agent_runs.run_input import ForwardedProps, InputMessage, RunAgentInput
 
-MAX_BODY_BYTES = 1024 * 1024
 MAX_TASK_CHARS = 10_000
 MAX_PAGE_SIZE = 100
 
 B = TypeVar("B", bound=BaseModel)
-
-
-class JsonBodyParser(BaseParser):
-    """JSON bodies as the run core reads them (``agent_runs.json_input``): not JSON, numbers
-    no peer can read back, nesting too deep, NUL or lone surrogates are each a 400 naming
-    the problem; at most 1 MB."""
-
-    media_type = "application/json"
-
-    def parse(self, stream: IO[bytes], media_type: Any = None, parser_context: Any = None) -> Any:
-        body = stream.read(MAX_BODY_BYTES + 1)
-        if len(body) > MAX_BODY_BYTES:
-            raise ParseError(f"the body exceeds {MAX_BODY_BYTES // 1024} KB")
-        if not body.strip():
-            return {}
-        try:
-            value = json_decode(body)
-        except MalformedJson as exc:
-            raise ParseError(f"malformed JSON: {exc}") from None
-        except JsonTooDeep:
-            raise ParseError("malformed JSON: nested too deep") from None
-        if isinstance(value, dict | list):
-            place = json_unstorable_place(value)
-            if place is not None:
-                path, reason = place
-                raise ParseError(f"invalid body{path}: {reason}")
-        return value
 
 
 class _Body(BaseModel):

@@ -18,6 +18,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from agent_runs.errors import RunNotPaused
+from agent_runs.json_input import JsonBodyParser
 from agent_runs.models import Artifact, Run, Step, Thread
 from agent_runs.protocols.agent_protocol.errors import (
     AgentProtocolApi,
@@ -26,7 +27,6 @@ from agent_runs.protocols.agent_protocol.errors import (
     TaskNotActive,
 )
 from agent_runs.protocols.agent_protocol.inbound import (
-    JsonBodyParser,
     SpecStepCreate,
     SpecStepUpdate,
     SpecTaskCreate,

@@ -25,6 +25,7 @@ from rest_framework.response import Response
 from agent_runs.awaited import Produce, awaited_response
 from agent_runs.db import db_call
 from agent_runs.events.wait import run_events_wait
+from agent_runs.json_input import JsonBodyParser
 from agent_runs.models import Run, Thread, agent_step_id
 from agent_runs.protocols.agent_protocol.errors import (
     AgentProtocolApi,
@@ -33,7 +34,6 @@ from agent_runs.protocols.agent_protocol.errors import (
     error_answer,
 )
 from agent_runs.protocols.agent_protocol.inbound import (
-    JsonBodyParser,
     OfficialStepCreate,
     OfficialTaskCreate,
     body_parse,

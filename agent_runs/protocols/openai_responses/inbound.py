@@ -1,50 +1,19 @@
 """What a ``POST /responses`` carries, checked before anything is stored: the JSON body
-(``JsonBodyParser``), its fields (``ResponseCreate``, the subset of the SDK's
+(``json_input.JsonBodyParser``), its fields (``ResponseCreate``, the subset of the SDK's
 ``ResponseCreateParams`` the server takes) and its input as the core's ``RunAgentInput``.
 docs/protocols/openai-responses.md, Request fields. Pure but for reading the request stream."""
 
 import uuid
-from typing import IO, Any, Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, ValidationError
-from rest_framework.exceptions import ParseError
-from rest_framework.parsers import BaseParser
 
-from agent_runs.json_input import JsonTooDeep, MalformedJson, json_decode, json_unstorable_place
 from agent_runs.protocols.openai_responses.errors import ResponsesError
 from agent_runs.run_input import ForwardedProps, InputMessage, RunAgentInput
 
-MAX_BODY_BYTES = 1024 * 1024
 MAX_INPUT_CHARS = 100_000
 # OpenAI's limits on ``metadata``: 16 pairs, keys of 64 characters, values of 512.
 MAX_METADATA_PAIRS = 16
-
-
-class JsonBodyParser(BaseParser):
-    """JSON bodies as the run core reads them (``agent_runs.json_input``): not JSON, numbers
-    no peer can read back, nesting too deep, NUL or lone surrogates are each a 400 naming
-    the problem; at most 1 MB."""
-
-    media_type = "application/json"
-
-    def parse(self, stream: IO[bytes], media_type: Any = None, parser_context: Any = None) -> Any:
-        body = stream.read(MAX_BODY_BYTES + 1) if stream is not None else b""
-        if len(body) > MAX_BODY_BYTES:
-            raise ParseError(f"the body exceeds {MAX_BODY_BYTES // 1024} KB")
-        if not body.strip():
-            return {}
-        try:
-            value = json_decode(body)
-        except MalformedJson as exc:
-            raise ParseError(f"malformed JSON: {exc}") from None
-        except JsonTooDeep:
-            raise ParseError("malformed JSON: nested too deep") from None
-        if isinstance(value, dict | list):
-            place = json_unstorable_place(value)
-            if place is not None:
-                path, reason = place
-                raise ParseError(f"invalid body{path}: {reason}")
-        return value
 
 
 class _Strict(BaseModel):

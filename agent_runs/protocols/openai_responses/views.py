@@ -13,7 +13,6 @@ import uuid
 from collections.abc import AsyncIterator
 from typing import Any, cast
 
-from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.http import Http404, HttpResponseBase, StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
@@ -21,11 +20,11 @@ from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_sche
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from agent_runs.awaited import awaited_response
+from agent_runs.awaited import awaited_response, run_end_answer
 from agent_runs.db import db_call
 from agent_runs.events.follow import thread_events
 from agent_runs.events.sse import KEEP_ALIVE_FRAME
-from agent_runs.events.wait import run_events_wait
+from agent_runs.json_input import JsonBodyParser
 from agent_runs.models import Run
 from agent_runs.protocols.openai_responses.errors import (
     ConversationBusy,
@@ -36,7 +35,6 @@ from agent_runs.protocols.openai_responses.errors import (
     ResponsesError,
 )
 from agent_runs.protocols.openai_responses.inbound import (
-    JsonBodyParser,
     ResponseCreate,
     input_text,
     new_response_id,
@@ -233,21 +231,9 @@ class ResponseCreateApi(ResponsesApi):
             return _stream(run, user)
         if body.background:
             return Response(response_now(run))
-        return awaited_response(request, _response_when_ended(run, after_id=after_id))
-
-
-def _response_when_ended(run: Run, *, after_id: int) -> Any:
-    async def answer() -> tuple[int, Any]:
-        await run_events_wait(
-            thread_id=run.thread_id,
-            run_id=run.run_id,
-            after_id=after_id,
-            until=lambda event: False,
-            timeout=settings.AGENT_RESPONSE_WAIT_SECONDS,
+        return awaited_response(
+            request, run_end_answer(run=run, after_id=after_id, read=response_now)
         )
-        return 200, await db_call(response_now, run)
-
-    return answer
 
 
 class ResponseDetailApi(ResponsesApi):
