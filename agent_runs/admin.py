@@ -10,12 +10,15 @@ from agent_runs.models import (
     AutomationJob,
     CalendarEvent,
     Message,
+    PushConfig,
+    PushDelivery,
     Run,
     RunEvent,
     Thread,
     UserMemory,
     UserProfile,
 )
+from agent_runs.services.push import push_deliveries_retry
 from billing import selectors as billing_selectors
 
 
@@ -155,3 +158,54 @@ class UserMemoryAdmin(admin.ModelAdmin):
     search_fields = ("content", "owner__username")
     list_select_related = ("owner", "source_run")
     raw_id_fields = ("source_run",)
+
+
+class PushDeliveryInline(ReadOnlyAdminMixin, admin.TabularInline):
+    model = PushDelivery
+    fields = ("id", "status", "attempts", "last_status_code", "last_error", "created_at")
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+    show_change_link = True
+    ordering = ("-created_at",)
+
+
+@admin.register(PushConfig)
+class PushConfigAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    """Where clients want their tasks' updates pushed (docs/push.md). The secret and the
+    client's token are never shown; deleting a config drops its pending deliveries."""
+
+    list_display = ("id", "owner", "protocol", "task_ref", "url", "created_at")
+    list_filter = ("protocol",)
+    search_fields = ("task_ref", "url", "owner__username", "thread__id")
+    fields = (
+        *("id", "owner", "thread", "protocol", "task_ref", "config_ref", "url"),
+        *("token_header", "created_at"),
+    )
+    readonly_fields = fields
+    list_select_related = ("owner",)
+    inlines = (PushDeliveryInline,)
+
+
+@admin.register(PushDelivery)
+class PushDeliveryAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    """The push outbox: pending, delivered, or failed with its last error."""
+
+    list_display = (
+        *("id", "config", "status", "attempts", "last_status_code", "last_error"),
+        *("next_attempt_at", "created_at", "delivered_at"),
+    )
+    list_filter = ("status", "config__protocol")
+    search_fields = ("id", "config__task_ref", "config__url", "config__owner__username")
+    fields = (
+        *("id", "config", "status", "attempts", "next_attempt_at", "last_status_code"),
+        *("last_error", "body", "created_at", "delivered_at"),
+    )
+    readonly_fields = fields
+    list_select_related = ("config",)
+    actions = ("retry_now",)
+
+    @admin.action(description="Retry now (one more attempt)")
+    def retry_now(self, request: HttpRequest, queryset: Any) -> None:
+        count = push_deliveries_retry(deliveries=queryset)
+        self.message_user(request, f"{count} deliveries queued for another attempt.")

@@ -144,3 +144,15 @@ class ArtifactTooLarge(DomainError):
 
     def __init__(self, max_bytes: int) -> None:
         super().__init__(f"file exceeds the maximum size of {max_bytes // (1024 * 1024)} MB")
+
+
+class PushUrlRefused(DomainError):
+    """A push notification URL the server will not call: not http(s), no host, a host that
+    does not resolve, or one that resolves to a private, loopback, link-local or otherwise
+    internal address while ``PUSH_ALLOW_PRIVATE_URLS`` is off (docs/push.md, "Push URLs")."""
+
+    code = "push_url_refused"
+    status = 400
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"push notification URL refused: {reason}")

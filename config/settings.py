@@ -133,6 +133,15 @@ RQ_QUEUES = {
 # The worker runs jobs in its own process, warm (see agent_runs/runtime/worker.py).
 RQ = {"WORKER_CLASS": "agent_runs.runtime.worker.RunWorker"}
 
+# Push notifications (webhooks; docs/push.md): delivered by the runs' workers.
+# Push URLs on private, loopback, link-local or otherwise internal addresses are refused
+# unless this is on (development, tests, a receiver on the server's own network).
+PUSH_ALLOW_PRIVATE_URLS = env_bool("PUSH_ALLOW_PRIVATE_URLS", False)
+# Attempts of one delivery before it is failed; retry n waits BASE * 2**(n-1) seconds.
+PUSH_MAX_ATTEMPTS = env_int("PUSH_MAX_ATTEMPTS", 8, minimum=1)
+PUSH_RETRY_BASE_SECONDS = env_float("PUSH_RETRY_BASE_SECONDS", 10.0, minimum=0)
+PUSH_TIMEOUT_SECONDS = env_float("PUSH_TIMEOUT_SECONDS", 10.0, minimum=0.1)
+
 # Models (docs/configuration.md, "Models"): "demo" runs offline with no key.
 AGENT_WORKER_MODEL = env_str("AGENT_WORKER_MODEL", "demo")
 # The router (and the memory stage) make small calls: a cheaper model may serve them.

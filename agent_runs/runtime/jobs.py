@@ -1,11 +1,13 @@
 """RQ entry points: they take ids and call one service."""
 
+import uuid
 from typing import Any
 
 from agent_runs.models import Run
 from agent_runs.runtime.execution import error_code, run_execute, with_reconnect
 from agent_runs.runtime.job_stop import job_stop
 from agent_runs.services.lifecycle import run_dispatch_next, run_fail
+from agent_runs.services.push import push_delivery_attempt
 
 
 def run_execute_job(run_pk: int) -> None:
@@ -31,3 +33,8 @@ def run_job_failed(job: Any, connection: Any, exc_type: Any, exc_value: Any, tb:
             run_dispatch_next(thread_id=thread_id)
 
     with_reconnect(fail)
+
+
+def push_deliver_job(delivery_id: str) -> None:
+    """One attempt at a push notification (agent_runs/services/push.py)."""
+    push_delivery_attempt(delivery_id=uuid.UUID(delivery_id))

@@ -38,6 +38,7 @@ from agent_runs.runtime.demo_model import DEMO_MODEL_ID
 from agent_runs.runtime.execution import claim_holder
 from agent_runs.runtime.job_stop import job_stop
 from agent_runs.services.lifecycle import run_heartbeat, runs_recover
+from agent_runs.services.push import push_deliveries_enqueue_due
 
 logger = logging.getLogger(__name__)
 
@@ -147,3 +148,11 @@ class RunWorker(SimpleWorker):
             return
         if failed or enqueued:
             logger.info("recovered runs: %d failed, %d enqueued again", failed, enqueued)
+        try:
+            pushes = push_deliveries_enqueue_due()
+        except DatabaseError:
+            logger.warning("the sweep for due push deliveries failed", exc_info=True)
+            close_old_connections()
+            return
+        if pushes:
+            logger.info("push deliveries due: %d enqueued", pushes)

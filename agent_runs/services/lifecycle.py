@@ -25,6 +25,7 @@ from agent_runs.events.emitter import RunEventEmitter
 from agent_runs.models import Run, RunEvent, Step, Thread
 from agent_runs.selectors.runs import runs_next_queued_of_idle_threads
 from agent_runs.services.queue import job_stop, run_enqueue_if_idle, runs_enqueue_if_idle
+from agent_runs.signals import run_status_changed_send, run_status_transaction
 
 logger = logging.getLogger(__name__)
 
@@ -54,17 +55,20 @@ def run_claim(*, run_pk: int) -> uuid.UUID | None:
     )
     token = uuid.uuid4()
     now = timezone.now()
-    claimed = (
-        Run.objects.filter(pk=run_pk, status=Run.Status.QUEUED)
-        .filter(~Exists(blocking))
-        .update(
-            status=Run.Status.RUNNING,
-            # A resumed run keeps when it first started (its journal's start).
-            started_at=Coalesce("started_at", Value(now)),
-            heartbeat_at=now,
-            claim_token=token,
+    with run_status_transaction():
+        claimed = (
+            Run.objects.filter(pk=run_pk, status=Run.Status.QUEUED)
+            .filter(~Exists(blocking))
+            .update(
+                status=Run.Status.RUNNING,
+                # A resumed run keeps when it first started (its journal's start).
+                started_at=Coalesce("started_at", Value(now)),
+                heartbeat_at=now,
+                claim_token=token,
+            )
         )
-    )
+        if claimed:
+            run_status_changed_send(run_pk=run_pk, status=Run.Status.RUNNING)
     return token if claimed else None
 
 
@@ -81,12 +85,15 @@ def run_heartbeat(*, run_pk: int, claim_token: uuid.UUID) -> bool:
 def run_complete(*, run: Run, claim_token: uuid.UUID) -> bool:
     """Mark the job's run completed; ``False`` when it is no longer the job's to end."""
     now = timezone.now()
-    completed = (
-        Run.objects.filter(pk=run.pk, claim_token=claim_token, status=Run.Status.RUNNING).update(
-            status=Run.Status.COMPLETED, finished_at=now
+    with run_status_transaction():
+        completed = (
+            Run.objects.filter(
+                pk=run.pk, claim_token=claim_token, status=Run.Status.RUNNING
+            ).update(status=Run.Status.COMPLETED, finished_at=now)
+            == 1
         )
-        == 1
-    )
+        if completed:
+            run_status_changed_send(run_pk=run.pk, status=Run.Status.COMPLETED)
     if completed:
         _thread_active(thread_id=run.thread_id, at=now)
     return completed
@@ -115,6 +122,7 @@ def run_fail(
             status=Run.Status.FAILED, error=error[-_MAX_ERROR_CHARS:], finished_at=now
         )
         _running_steps_fail(run_pk=run_pk, at=now)
+        run_status_changed_send(run_pk=run_pk, status=Run.Status.FAILED)
     _thread_active(thread_id=run.thread_id, at=now)
     if stop_job:
         job_stop(job_id=str(run.task_id), wait=False)
@@ -140,6 +148,7 @@ def run_cancel(*, run: Run) -> Run:
                 status=Run.Status.CANCELLED, finished_at=now, pause_requested=False
             )
             _running_steps_fail(run_pk=run.pk, at=now)
+            run_status_changed_send(run_pk=run.pk, status=Run.Status.CANCELLED)
     if was_active:
         _thread_active(thread_id=run.thread_id, at=now)
     if was_running:
@@ -167,6 +176,7 @@ def run_pause(*, run: Run) -> Run:
         locked = Run.objects.select_for_update().get(pk=run.pk)
         if locked.status == Run.Status.QUEUED:
             Run.objects.filter(pk=run.pk).update(status=Run.Status.PAUSED)
+            run_status_changed_send(run_pk=run.pk, status=Run.Status.PAUSED)
         elif locked.status == Run.Status.RUNNING:
             Run.objects.filter(pk=run.pk).update(pause_requested=True)
     run.refresh_from_db()
@@ -197,6 +207,8 @@ def run_resume(*, run: Run, steps: int | None = None) -> Run:
         if queued:
             changes["status"] = Run.Status.QUEUED
         Run.objects.filter(pk=run.pk).update(**changes)
+        if queued:
+            run_status_changed_send(run_pk=run.pk, status=Run.Status.QUEUED)
     if queued:
         run_dispatch_next(thread_id=run.thread_id)
     run.refresh_from_db()
@@ -209,18 +221,22 @@ def run_park(*, run: Run, claim_token: uuid.UUID, checkpoint: dict[str, Any], do
     budget is still spent (a resume may have come since the job looked). ``False`` when it
     is not parked: the job goes on, or stops if the run is no longer its own."""
     asked = Q(pause_requested=True) | Q(step_budget__lte=done)
-    return (
-        Run.objects.filter(
-            asked, pk=run.pk, claim_token=claim_token, status=Run.Status.RUNNING
-        ).update(
-            status=Run.Status.PAUSED,
-            checkpoint=checkpoint,
-            claim_token=None,
-            pause_requested=False,
-            heartbeat_at=None,
+    with run_status_transaction():
+        parked = (
+            Run.objects.filter(
+                asked, pk=run.pk, claim_token=claim_token, status=Run.Status.RUNNING
+            ).update(
+                status=Run.Status.PAUSED,
+                checkpoint=checkpoint,
+                claim_token=None,
+                pause_requested=False,
+                heartbeat_at=None,
+            )
+            == 1
         )
-        == 1
-    )
+        if parked:
+            run_status_changed_send(run_pk=run.pk, status=Run.Status.PAUSED)
+    return parked
 
 
 def _thread_active(*, thread_id: uuid.UUID, at: datetime) -> None:

@@ -1,0 +1,42 @@
+"""``run_status_changed``: the one hook the run core gives its edges.
+
+Sent inside the transaction that changed a run's status (claimed, completed, failed,
+cancelled, paused, queued again on resume), after the change, with ``sender=Run``,
+``run`` (the run as it now is) and ``status`` (its new ``Run.Status``). A receiver that
+writes (a protocol edge's push notification rows, agent_runs/services/push.py) writes in
+that transaction: its rows commit or roll back with the change. The core cannot call an
+edge (the one-way rule), which is why this is a signal and not a service call.
+
+With no receiver it costs one check and no query: the services that change a status in one
+statement (a claim, a completion) open a transaction only when someone listens.
+"""
+
+from contextlib import AbstractContextManager, nullcontext
+
+from django.db import transaction
+from django.dispatch import Signal
+
+from agent_runs.models import Run
+
+run_status_changed = Signal()
+
+
+def run_status_heard() -> bool:
+    """Whether any receiver listens (and so whether a change must be wrapped in a
+    transaction and the run loaded to tell it)."""
+    return run_status_changed.has_listeners(Run)
+
+
+def run_status_transaction() -> AbstractContextManager[object]:
+    """A transaction around a one-statement status change when someone listens, so the
+    receivers' writes join it; nothing otherwise."""
+    return transaction.atomic() if run_status_heard() else nullcontext()
+
+
+def run_status_changed_send(*, run_pk: int, status: Run.Status) -> None:
+    """Tell the receivers, if any, that the run now has ``status``. Call it inside the
+    transaction that made the change."""
+    if not run_status_heard():
+        return
+    run = Run.objects.select_related("thread").get(pk=run_pk)
+    run_status_changed.send(sender=Run, run=run, status=status)
