@@ -56,10 +56,15 @@ def price_of(entry: PriceCatalogEntry) -> Price:
     )
 
 
-def run_usage_summary(*, run: Run) -> UsageSummary:
+def run_usage_summary(*, run: Run, recorded_by: datetime | None = None) -> UsageSummary:
     """The run's ``usage_summary`` (docs/spec/sse-events-and-usage.md 5.3) and cost (5.4-5.6),
-    from its usage records: ``cost`` is a ``Decimal``, or ``None`` when a call is unpriced."""
+    from its usage records: ``cost`` is a ``Decimal``, or ``None`` when a call is unpriced.
+    ``recorded_by``: only the records made by then (a protocol's final object counts the
+    calls recorded by the run's end, so a replay tells what the live stream told, even when
+    a call cut short by a cancel is recorded after it)."""
     records = UsageRecord.objects.filter(run=run).order_by("id")
+    if recorded_by is not None:
+        records = records.filter(created_at__lte=recorded_by)
     return summarise([_priced_call(record) for record in records])
 
 

@@ -46,8 +46,8 @@ def response_facts_ended(*, run_pk: int) -> ResponseFacts:
 
 
 def run_usage(*, run: Run) -> dict[str, int]:
-    """The run's recorded usage (every model call's, billing's ``UsageRecord``)."""
-    summary = run_usage_summary(run=run)
+    """The run's usage (billing's ``UsageRecord`` of every model call recorded by its end)."""
+    summary = run_usage_summary(run=run, recorded_by=run.finished_at)
     return {
         "input_tokens": summary.input_tokens,
         "output_tokens": summary.output_tokens,

@@ -101,8 +101,8 @@ def response_head(run: Run) -> dict[str, Any]:
 
 
 def run_usage(run: Run) -> dict[str, Any]:
-    """``Response.usage``: the run's recorded usage, summed over its model calls."""
-    summary = run_usage_summary(run=run)
+    """``Response.usage``: the run's usage, summed over the model calls recorded by its end."""
+    summary = run_usage_summary(run=run, recorded_by=run.finished_at)
     return usage_object(
         input_tokens=summary.input_tokens,
         output_tokens=summary.output_tokens,
