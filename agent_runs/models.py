@@ -4,6 +4,7 @@ import uuid
 
 from django.conf import settings
 from django.db import models
+from django.db.models.functions import Now
 from django.utils import timezone
 
 
@@ -401,7 +402,8 @@ class PushDelivery(models.Model):
     attempts = models.PositiveIntegerField(default=0)
     # When a pending delivery is due: its next attempt, or the end of the lease of the
     # attempt in flight (a worker that died mid-attempt leaves it due again).
-    next_attempt_at = models.DateTimeField(default=timezone.now)
+    # The database's clock, as every comparison with it (workers' clocks may differ).
+    next_attempt_at = models.DateTimeField(db_default=Now())
     last_error = models.TextField(blank=True)
     last_status_code = models.PositiveSmallIntegerField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)

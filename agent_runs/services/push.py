@@ -159,7 +159,7 @@ def push_enqueue(*, configs: Iterable[PushConfig], body: Mapping[str, Any]) -> l
     shape) per config, in the caller's transaction; their jobs are enqueued when it commits
     (at once outside a transaction). Rolled back with the caller, nothing is sent."""
     deliveries = PushDelivery.objects.bulk_create(
-        [PushDelivery(config=config, body=body, next_attempt_at=Now()) for config in configs]
+        [PushDelivery(config=config, body=body) for config in configs]
     )
     if deliveries:
         ids = [delivery.pk for delivery in deliveries]

@@ -47,6 +47,7 @@ def config_for(receiver: PushReceiver, **fields: Any) -> PushConfig:
 def enqueue(config: PushConfig) -> PushDelivery:
     with TestCase.captureOnCommitCallbacks(execute=True), transaction.atomic():
         (delivery,) = push_enqueue(configs=[config], body=BODY)
+    assert delivery.next_attempt_at <= timezone.now()  # due at once, on the database's clock
     return delivery
 
 
