@@ -26,6 +26,19 @@ def push_config_get_for_user(*, user: AbstractBaseUser, config_id: uuid.UUID) ->
     return config
 
 
+def push_config_get_for_task(
+    *, user: AbstractBaseUser, protocol: str, task_ref: str, config_ref: str = ""
+) -> PushConfig:
+    """One of the caller's configs of a task by the protocol's id for it (A2A's
+    ``tasks/pushNotificationConfig/get``: a task id and a config id); else a 404."""
+    config = PushConfig.objects.filter(
+        owner_id=user.pk, protocol=protocol, task_ref=task_ref, config_ref=config_ref
+    ).first()
+    if config is None:
+        raise Http404("push notification config not found")
+    return config
+
+
 def push_configs_for_run(*, run: Run, protocol: str) -> QuerySet[PushConfig]:
     """The configs a protocol registered on the run's thread, for its owner: what a
     ``run_status_changed`` receiver pushes to (inside the transaction it was sent in)."""

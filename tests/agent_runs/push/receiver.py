@@ -3,6 +3,7 @@ client's webhook would (docs/push.md, "Verifying a delivery")."""
 
 import json
 import threading
+import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -24,6 +25,8 @@ class PushReceiver:
     secret: str = ""
     statuses: list[int] = field(default_factory=list)
     error_body: bytes = b"receiver says no"
+    redirect_to: str = ""
+    delay: float = 0.0
     received: list[Received] = field(default_factory=list)
 
     def __enter__(self) -> "PushReceiver":
@@ -32,6 +35,7 @@ class PushReceiver:
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
                 raw = self.rfile.read(int(self.headers["Content-Length"]))
+                time.sleep(receiver.delay)
                 signed = push_signature_verify(
                     header=self.headers.get("X-Push-Signature", ""),
                     body=raw,
@@ -42,6 +46,8 @@ class PushReceiver:
                 status = receiver.statuses.pop(0) if receiver.statuses else 200
                 body = b"" if status < 300 else receiver.error_body
                 self.send_response(status)
+                if receiver.redirect_to:
+                    self.send_header("Location", receiver.redirect_to)
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
                 self.wfile.write(body)

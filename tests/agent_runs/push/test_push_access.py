@@ -9,6 +9,7 @@ from django.http import Http404
 
 from agent_runs.models import PushDelivery, Thread
 from agent_runs.selectors.push import (
+    push_config_get_for_task,
     push_config_get_for_user,
     push_configs_for_task,
     push_deliveries_for_config,
@@ -57,6 +58,10 @@ def test_a_stranger_reads_none_of_it(alices_config):
     with pytest.raises(Http404):
         push_config_get_for_user(user=alice, config_id=uuid.uuid4())
     assert list(push_configs_for_task(user=bob, protocol="a2a", task_ref="task-1")) == []
+    mine = push_config_get_for_task(user=alice, protocol="a2a", task_ref="task-1")
+    assert mine == alices_config
+    with pytest.raises(Http404):
+        push_config_get_for_task(user=bob, protocol="a2a", task_ref="task-1")
     assert push_deliveries_for_config(user=bob, config_id=alices_config.pk).count() == 0
     assert push_deliveries_for_config(user=alice, config_id=alices_config.pk).count() == 1
 

@@ -2,12 +2,13 @@
 real RQ worker to a loopback receiver that checks the signature, retried with back-off from
 the database, failed after the last attempt, and kept across a Redis flush (docs/push.md)."""
 
+import threading
 from datetime import timedelta
 from typing import Any
 
 import pytest
 from django.contrib.auth import get_user_model
-from django.db import transaction
+from django.db import connection, transaction
 from django.test import TestCase
 from django.utils import timezone
 
@@ -185,3 +186,32 @@ def test_a_worker_that_died_mid_attempt_leaves_the_delivery_due_after_its_lease(
     assert attempted is not None
     assert (attempted.status, attempted.attempts) == ("delivered", 2)
     assert len(receiver.received) == 1
+
+
+def test_a_redirect_is_a_failed_attempt_and_is_not_followed(loopback_allowed):
+    with PushReceiver() as elsewhere, PushReceiver(statuses=[302]) as receiver:
+        receiver.redirect_to = elsewhere.url
+        delivery = PushDelivery.objects.create(config=config_for(receiver), body=BODY)
+        attempted = push_delivery_attempt(delivery_id=delivery.pk)
+    assert attempted is not None
+    assert (attempted.status, attempted.last_status_code) == ("pending", 302)
+    assert len(receiver.received) == 1
+    assert elsewhere.received == []
+
+
+def test_two_workers_never_send_the_same_attempt_at_once(loopback_allowed):
+    with PushReceiver(delay=0.5) as receiver:
+        delivery = PushDelivery.objects.create(config=config_for(receiver), body=BODY)
+        results: list[Any] = []
+
+        def attempt() -> None:
+            results.append(push_delivery_attempt(delivery_id=delivery.pk))
+            connection.close()
+
+        threads = [threading.Thread(target=attempt) for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    assert len(receiver.received) == 1
+    assert sorted(result is None for result in results) == [False, True, True, True]
