@@ -31,7 +31,7 @@ import httpx
 from django.conf import settings
 from django.db import transaction
 from django.db.models import F, QuerySet
-from django.db.models.functions import Now
+from django.db.models.functions import Least, Now
 from redis.exceptions import RedisError
 from rq.job import Job, JobStatus
 
@@ -56,6 +56,7 @@ _PENDING_JOB_STATUSES = {
 }
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
 
+LAST_ATTEMPT_LOST = "the last attempt did not finish (its worker stopped)"
 REFUSED_SCHEME = "only http and https URLs are allowed"
 REFUSED_HOST = "the URL has no host"
 REFUSED_PORT = "the URL's port is not a valid port"
@@ -189,11 +190,14 @@ def push_deliveries_enqueue_due() -> int:
     """Enqueue the pending deliveries that are due (a retry whose back-off has passed, a
     job Redis lost, an attempt whose worker died), unless their job is still waiting or
     working. Workers run it with ``runs_recover``. Returns how many were enqueued."""
-    due = list(
-        PushDelivery.objects.filter(status=PushDelivery.Status.PENDING, next_attempt_at__lte=Now())
-        .order_by("next_attempt_at")
-        .values_list("pk", flat=True)[:_SWEEP_BATCH]
+    pending_due = PushDelivery.objects.filter(
+        status=PushDelivery.Status.PENDING, next_attempt_at__lte=Now()
     )
+    # The last attempt's worker stopped before it recorded the attempt (its lease ran out).
+    pending_due.filter(attempts__gte=settings.PUSH_MAX_ATTEMPTS).update(
+        status=PushDelivery.Status.FAILED, last_error=LAST_ATTEMPT_LOST
+    )
+    due = list(pending_due.order_by("next_attempt_at").values_list("pk", flat=True)[:_SWEEP_BATCH])
     if not due:
         return 0
     try:
@@ -217,7 +221,9 @@ def push_deliveries_retry(*, deliveries: QuerySet[PushDelivery]) -> int:
         deliveries.exclude(status=PushDelivery.Status.DELIVERED).values_list("pk", flat=True)
     )
     PushDelivery.objects.filter(pk__in=ids).update(
-        status=PushDelivery.Status.PENDING, next_attempt_at=Now()
+        status=PushDelivery.Status.PENDING,
+        next_attempt_at=Now(),
+        attempts=Least(F("attempts"), settings.PUSH_MAX_ATTEMPTS - 1),
     )
     transaction.on_commit(lambda: push_deliveries_enqueue(delivery_ids=ids))
     return len(ids)
@@ -249,12 +255,19 @@ def push_delivery_attempt(*, delivery_id: uuid.UUID) -> PushDelivery | None:
     or another worker's attempt in flight)."""
     lease = timedelta(seconds=settings.PUSH_TIMEOUT_SECONDS + _LEASE_MARGIN_SECONDS)
     claimed = PushDelivery.objects.filter(
-        pk=delivery_id, status=PushDelivery.Status.PENDING, next_attempt_at__lte=Now()
+        pk=delivery_id,
+        status=PushDelivery.Status.PENDING,
+        next_attempt_at__lte=Now(),
+        attempts__lt=settings.PUSH_MAX_ATTEMPTS,
     ).update(attempts=F("attempts") + 1, next_attempt_at=Now() + lease)
     if not claimed:
         return None
     delivery = PushDelivery.objects.select_related("config").get(pk=delivery_id)
-    outcome = _post(delivery)
+    try:
+        outcome = _post(delivery)
+    except Exception as exc:  # a header httpx refuses, a body it cannot send: a failed attempt
+        logger.exception("push delivery %s failed unexpectedly", delivery_id)
+        outcome = _Outcome(None, f"{type(exc).__name__}: {exc}")
     if outcome.delivered:
         changes: dict[str, object] = {
             "status": PushDelivery.Status.DELIVERED,

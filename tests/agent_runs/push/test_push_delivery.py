@@ -14,6 +14,7 @@ from django.utils import timezone
 
 from agent_runs.models import PushConfig, PushDelivery, Thread
 from agent_runs.services.push import (
+    LAST_ATTEMPT_LOST,
     REFUSED_PRIVATE,
     push_config_create,
     push_deliveries_enqueue_due,
@@ -215,3 +216,16 @@ def test_two_workers_never_send_the_same_attempt_at_once(loopback_allowed):
             thread.join()
     assert len(receiver.received) == 1
     assert sorted(result is None for result in results) == [False, True, True, True]
+
+
+def test_a_last_attempt_whose_worker_died_is_failed_by_the_sweep(redis_queue, loopback_allowed):
+    loopback_allowed.PUSH_MAX_ATTEMPTS = 2
+    with PushReceiver() as receiver:
+        delivery = PushDelivery.objects.create(config=config_for(receiver), body=BODY)
+        # Attempt 2 of 2 was claimed, then its worker died: its lease has run out.
+        PushDelivery.objects.filter(pk=delivery.pk).update(attempts=2)
+        assert push_delivery_attempt(delivery_id=delivery.pk) is None
+        assert push_deliveries_enqueue_due() == 0
+    delivery.refresh_from_db()
+    assert (delivery.status, delivery.last_error) == ("failed", LAST_ATTEMPT_LOST)
+    assert receiver.received == []
