@@ -20,6 +20,8 @@ urlpatterns = [
     path("ap/v1/agent/", include(agent_protocol_urls.v1_urlpatterns)),
     # The OpenAI Responses API: an OpenAI SDK's base_url is http://<host>/openai/v1.
     path("openai/v1/", include("agent_runs.protocols.openai_responses.urls")),
+    # A2A: the agent card at /.well-known/agent-card.json and JSON-RPC at /a2a.
+    path("", include("agent_runs.protocols.a2a.urls")),
     # The OpenAPI schema and its pages (config/openapi.py), public; the pages' scripts are
     # this service's static files. The schema is the same until the code changes, and takes
     # a tenth of a second to generate: each process keeps it for an hour.

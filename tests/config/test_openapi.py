@@ -87,6 +87,8 @@ def test_every_operation_says_what_its_errors_look_like(client):
                 expected = {"$ref": "#/components/schemas/AgentApiError"}
             if path.startswith("/openai/v1/"):  # OpenAI's shape (openai_responses/errors.py)
                 expected = {"$ref": "#/components/schemas/OpenAIError"}
+            if path in ("/a2a", "/.well-known/agent-card.json"):  # JSON-RPC's (a2a/errors.py)
+                expected = {"$ref": "#/components/schemas/A2AError"}
             for code, response in errors.items():
                 assert response["content"]["application/json"]["schema"] == expected, (path, code)
     assert schema["components"]["schemas"]["Error"]["required"] == ["detail"]

@@ -1,0 +1,131 @@
+"""A2A's reads: a task's runs (the run that began it, and the follow-ups whose parent it is),
+the task rebuilt from their stored rows and journals (outbound.py), and the caller's tasks
+page by page. docs/protocols/a2a.md, Tasks and contexts."""
+
+from dataclasses import dataclass
+from typing import Any
+
+from a2a.utils.errors import TaskNotFoundError
+from django.contrib.auth.models import AbstractBaseUser
+from django.db.models import Q
+
+from agent_runs.models import Run, RunEvent
+from agent_runs.protocols.a2a.outbound import (
+    CANCELED,
+    COMPLETED,
+    ENDED_STATES,
+    FAILED,
+    WORKING,
+    TaskProjection,
+)
+
+# How this protocol marks the runs it creates (``Run.request["protocol"]``).
+PROTOCOL = "a2a"
+
+# A run's state from its row alone, for when its journal has not said (a run cancelled
+# before it started has no events until its turn comes).
+_ROW_STATES = {
+    Run.Status.RUNNING: WORKING,
+    Run.Status.PAUSED: WORKING,
+    Run.Status.COMPLETED: COMPLETED,
+    Run.Status.FAILED: FAILED,
+    Run.Status.CANCELLED: CANCELED,
+}
+
+
+def run_request_kept(
+    *, task_id: str, message: dict[str, Any], configuration: dict[str, Any]
+) -> dict[str, Any]:
+    """What a run created here keeps of its request (``Run.request``)."""
+    return {
+        "protocol": PROTOCOL,
+        "task_id": task_id,
+        "message": message,
+        "configuration": configuration,
+    }
+
+
+def task_runs(*, user: AbstractBaseUser, task_id: str) -> list[Run]:
+    """The caller's task's runs, oldest first; a ``TaskNotFoundError`` for a task that is not
+    theirs, or none."""
+    runs = list(
+        Run.objects.filter(thread__owner_id=user.pk)
+        .filter(Q(run_id=task_id) | Q(parent_run_id=task_id))
+        .order_by("created_at", "pk")
+    )
+    roots = [run for run in runs if run.run_id == task_id]
+    if len(roots) != 1:  # none, or a runId reused in several threads: not a task of ours
+        raise TaskNotFoundError(message=f"Task {task_id} not found")
+    root = roots[0]
+    return [run for run in runs if run.thread_id == root.thread_id]
+
+
+def run_events(*, run: Run) -> list[tuple[int, dict[str, Any]]]:
+    """The run's stored events with their ids, in order."""
+    return list(RunEvent.objects.filter(run=run).order_by("seq").values_list("pk", "payload"))
+
+
+@dataclass
+class TaskSnapshot:
+    """A task as its rows say now, and the id of the last event read of its latest run's
+    journal (0: none), from which a stream of that run goes on."""
+
+    projection: TaskProjection
+    last_event_id: int
+
+
+def task_snapshot(*, runs: list[Run], last_run_events: bool = True) -> TaskSnapshot:
+    """The task of these runs (``task_runs``): each run's user message, then its journal.
+    Without ``last_run_events`` the latest run's journal is left out (a stream that starts
+    with it sends it)."""
+    root = runs[0]
+    projection = TaskProjection(task_id=root.run_id, context_id=str(root.thread_id))
+    last_id = 0
+    for index, run in enumerate(runs):
+        projection.user_message(run.request.get("message") or _plain_message(run))
+        if index == len(runs) - 1 and not last_run_events:
+            break
+        last_id = 0
+        for event_id, payload in run_events(run=run):
+            projection.translate(payload)
+            last_id = event_id
+    latest = runs[-1]
+    if last_run_events and not projection.ended and latest.status in _ROW_STATES:
+        state = _ROW_STATES[Run.Status(latest.status)]
+        projection.state = state
+        projection.ended = state in ENDED_STATES
+    return TaskSnapshot(projection=projection, last_event_id=last_id)
+
+
+def _plain_message(run: Run) -> dict[str, Any]:
+    """A run of the task that another protocol created has no A2A message kept."""
+    return {"messageId": f"run-{run.run_id}", "role": "ROLE_USER", "parts": []}
+
+
+@dataclass
+class TaskPage:
+    tasks: list[TaskProjection]
+    next_page_token: str
+    total_size: int
+
+
+def tasks_of_user(
+    *, user: AbstractBaseUser, context_id: str | None, page_size: int, page_token: str
+) -> TaskPage:
+    """The caller's tasks (the runs this protocol began), newest first, ``page_size`` at a
+    time after the cursor ``page_token`` (the last task's row number, as text)."""
+    roots = Run.objects.filter(
+        thread__owner_id=user.pk, request__protocol=PROTOCOL, parent_run_id=""
+    )
+    if context_id is not None:
+        roots = roots.filter(thread_id=context_id)
+    total = roots.count()
+    if page_token:
+        roots = roots.filter(pk__lt=int(page_token))
+    page = list(roots.order_by("-pk")[: page_size + 1])
+    more = len(page) > page_size
+    page = page[:page_size]
+    tasks = [
+        task_snapshot(runs=task_runs(user=user, task_id=run.run_id)).projection for run in page
+    ]
+    return TaskPage(tasks=tasks, next_page_token=str(page[-1].pk) if more else "", total_size=total)

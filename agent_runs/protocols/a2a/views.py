@@ -1,0 +1,433 @@
+"""A2A over JSON-RPC at ``/a2a`` and the agent card at ``/.well-known/agent-card.json``.
+docs/protocols/a2a.md; /work/shared/PROTOCOLS.md §4 and §6.
+
+A context is a thread; a task is the run that began it (its runId, a UUID, is the task id)
+with the follow-ups sent to it after it asked for input (new runs of the thread whose
+parent is that run); the task's state is its latest run's. Answers are the task rebuilt
+from the stored rows (selectors.py, outbound.py); a stream is the run's journal through the
+translator, from its first event, or, for a subscription, from where the snapshot it
+starts with was read. A blocking ``SendMessage`` waits on the journal on the event loop
+(``agent_runs/awaited.py``). A method called by its 0.3 name is answered in 0.3 shapes,
+converted by the SDK's own ``a2a.compat.v0_3.conversions``."""
+
+import json
+import uuid
+from collections.abc import AsyncIterator, Iterable
+from typing import Any, cast
+
+from a2a.compat.v0_3 import conversions
+from a2a.types.a2a_pb2 import (
+    CancelTaskRequest,
+    GetTaskRequest,
+    ListTasksRequest,
+    SendMessageRequest,
+    StreamResponse,
+    SubscribeToTaskRequest,
+    Task,
+    TaskState,
+)
+from a2a.utils.constants import DEFAULT_LIST_TASKS_PAGE_SIZE, MAX_LIST_TASKS_PAGE_SIZE
+from a2a.utils.errors import (
+    A2AError,
+    ExtendedAgentCardNotConfiguredError,
+    InternalError,
+    InvalidParamsError,
+    PushNotificationNotSupportedError,
+    TaskNotCancelableError,
+    TaskNotFoundError,
+    UnsupportedOperationError,
+)
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser
+from django.http import Http404, HttpResponseBase, StreamingHttpResponse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from google.protobuf.json_format import MessageToDict, ParseDict
+from rest_framework.negotiation import DefaultContentNegotiation
+from rest_framework.permissions import AllowAny
+from rest_framework.renderers import BaseRenderer, JSONRenderer
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from agent_runs.awaited import awaited_response
+from agent_runs.db import db_call
+from agent_runs.events.follow import thread_events
+from agent_runs.events.sse import KEEP_ALIVE_FRAME
+from agent_runs.events.wait import run_events_wait
+from agent_runs.json_input import JsonBodyParser
+from agent_runs.models import Run
+from agent_runs.protocols.a2a.card import agent_card_json
+from agent_runs.protocols.a2a.errors import A2AApi, A2ARpcError, RequestId
+from agent_runs.protocols.a2a.inbound import (
+    PUSH_CONFIG_METHODS,
+    RpcCall,
+    message_text,
+    rpc_call_parse,
+    task_run_input,
+    user_message_kept,
+)
+from agent_runs.protocols.a2a.openapi import error_responses
+from agent_runs.protocols.a2a.outbound import (
+    ENDED_STATES,
+    INPUT_REQUIRED,
+    TaskProjection,
+    Wire,
+)
+from agent_runs.protocols.a2a.selectors import (
+    run_request_kept,
+    task_runs,
+    task_snapshot,
+    tasks_of_user,
+)
+from agent_runs.selectors.events import EventStreamStart, event_stream_start, thread_last_event_id
+from agent_runs.selectors.runs import session_thread_id
+from agent_runs.services.lifecycle import run_cancel
+from agent_runs.services.runs import RunOptions, run_create
+from config.errors import DomainError
+
+_TAGS = ["a2a"]
+_STREAM_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+
+
+class _A2AJsonParser(JsonBodyParser):
+    """JSON-RPC bodies: ``application/json`` and A2A's own ``application/a2a+json``."""
+
+    media_type = "application/*"
+
+
+class _JsonAlways(DefaultContentNegotiation):
+    """Answers are JSON or the stream whatever the client accepts: the method decides (the
+    SDK's clients send ``Accept: text/event-stream`` for the streaming methods)."""
+
+    def select_renderer(
+        self, request: Request, renderers: Iterable[BaseRenderer], format_suffix: Any = None
+    ) -> tuple[BaseRenderer, str]:
+        return JSONRenderer(), JSONRenderer.media_type
+
+
+def _user(request: Request) -> AbstractBaseUser:
+    return cast(AbstractBaseUser, request.user)  # IsAuthenticated has refused the rest
+
+
+class AgentCardApi(A2AApi):
+    authentication_classes: list[Any] = []
+    permission_classes = [AllowAny]
+
+    @extend_schema(
+        operation_id="a2a_agent_card",
+        summary="The A2A agent card (1.0, with the 0.3 fields)",
+        tags=_TAGS,
+        responses={200: OpenApiTypes.OBJECT, **error_responses(406)},
+    )
+    def get(self, request: Request) -> Response:
+        return Response(agent_card_json())
+
+
+class A2ARpcApi(A2AApi):
+    parser_classes = [_A2AJsonParser]
+    renderer_classes = [JSONRenderer]
+    content_negotiation_class = _JsonAlways
+
+    @extend_schema(
+        operation_id="a2a_jsonrpc",
+        summary="A2A JSON-RPC: the 1.0 methods (A2A-Version: 1.0) and their 0.3 names",
+        tags=_TAGS,
+        request=OpenApiTypes.OBJECT,
+        responses={
+            (200, "application/json"): OpenApiResponse(
+                OpenApiTypes.OBJECT, description="A JSON-RPC result or error object"
+            ),
+            (200, "text/event-stream"): OpenApiResponse(
+                OpenApiTypes.STR,
+                description="SendStreamingMessage / SubscribeToTask: JSON-RPC results as SSE",
+            ),
+            **error_responses(401),
+        },
+    )
+    def post(self, request: Request) -> HttpResponseBase:
+        call = rpc_call_parse(request.data, version=request.headers.get("A2A-Version"))
+        try:
+            return _dispatch(request, call)
+        except A2AError as exc:
+            raise A2ARpcError(call.request_id, exc) from None
+        except Http404:
+            raise A2ARpcError(call.request_id, TaskNotFoundError()) from None
+        except DomainError as exc:
+            error = InvalidParamsError(message=str(exc)) if exc.status < 500 else InternalError()
+            raise A2ARpcError(call.request_id, error) from None
+
+
+def _dispatch(request: Request, call: RpcCall) -> HttpResponseBase:
+    method = call.method
+    if method in ("SendMessage", "SendStreamingMessage"):
+        return _send(request, call, stream=method == "SendStreamingMessage")
+    if method == "GetTask":
+        return _get(request, call)
+    if method == "ListTasks":
+        return _list(request, call)
+    if method == "CancelTask":
+        return _cancel(request, call)
+    if method == "SubscribeToTask":
+        return _subscribe(request, call)
+    if method in PUSH_CONFIG_METHODS:
+        raise PushNotificationNotSupportedError(
+            message="Push notifications are not supported by this agent"
+        )
+    raise ExtendedAgentCardNotConfiguredError(message="This agent has no extended agent card")
+
+
+# Results, in the shapes of the generation that asked.
+
+
+def _result(call: RpcCall, result: Any) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": call.request_id, "result": result}
+
+
+def _task_result(call: RpcCall, task: Wire) -> Any:
+    """A ``Task`` as a result: as is in 1.0, the 0.3 ``Task`` (``kind: "task"``) in 0.3."""
+    if not call.legacy:
+        return task
+    compat = conversions.to_compat_task(ParseDict(task, Task()))
+    return compat.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+def _send_result(call: RpcCall, task: Wire) -> Any:
+    """``SendMessage``'s result: ``{task}`` in 1.0, the task itself in 0.3."""
+    return _task_result(call, task) if call.legacy else {"task": task}
+
+
+def _stream_frame(request_id: RequestId, legacy: bool, response: Wire) -> bytes:
+    if legacy:
+        compat = conversions.to_compat_stream_response(
+            ParseDict(response, StreamResponse()), request_id
+        )
+        body = compat.model_dump(mode="json", by_alias=True, exclude_none=True)
+    else:
+        body = {"jsonrpc": "2.0", "id": request_id, "result": response}
+    data = json.dumps(body, ensure_ascii=False, separators=(",", ":"))
+    return f"data: {data}\n\n".encode()
+
+
+# The methods.
+
+
+def _send(request: Request, call: RpcCall, *, stream: bool) -> HttpResponseBase:
+    params = cast(SendMessageRequest, call.params)
+    if not params.HasField("message"):
+        raise InvalidParamsError(message="'message' is required")
+    message = params.message
+    text = message_text(message)
+    user = _user(request)
+    run_id = str(uuid.uuid4())
+    earlier: list[Run] = []
+    if message.task_id:
+        earlier = task_runs(user=user, task_id=message.task_id)
+        _follow_up_check(earlier, message.task_id, message.context_id)
+        task_id, thread_id = message.task_id, earlier[0].thread_id
+    else:
+        task_id = run_id
+        thread_id = (
+            session_thread_id(user=user, session=message.context_id)
+            if message.context_id
+            else uuid.uuid4()
+        )
+    after_id = thread_last_event_id(thread_id=thread_id)
+    kept = run_request_kept(
+        task_id=task_id,
+        message=user_message_kept(message),
+        configuration=MessageToDict(params.configuration),
+    )
+    try:
+        run = run_create(
+            user=user,
+            run_input=task_run_input(
+                thread_id=thread_id,
+                run_id=run_id,
+                task_id=task_id if earlier else None,
+                text=text,
+            ),
+            options=RunOptions(request=kept),
+        )
+    except Http404:  # a contextId naming the UUID of someone else's thread
+        raise TaskNotFoundError(message=f"Context {message.context_id} not found") from None
+    runs = [*earlier, run]
+    if stream:
+        return _stream_of(request, call, runs)
+    history_length = (
+        params.configuration.history_length
+        if params.configuration.HasField("history_length")
+        else None
+    )
+    if params.configuration.return_immediately:
+        return Response(_result(call, _send_result(call, _task_now(runs, history_length))))
+    return awaited_response(request, _run_end_answer(call, runs, after_id, history_length))
+
+
+def _follow_up_check(runs: list[Run], task_id: str, context_id: str) -> None:
+    """A message to an existing task continues it only once it has asked for input."""
+    if context_id and context_id != str(runs[0].thread_id):
+        raise InvalidParamsError(
+            message=f"Task {task_id} belongs to context {runs[0].thread_id}, not {context_id}"
+        )
+    state = task_snapshot(runs=runs).projection.state
+    if state != INPUT_REQUIRED:
+        reason = "has ended" if state in ENDED_STATES else "is still working"
+        raise UnsupportedOperationError(
+            message=f"Task {task_id} {reason} ({state}): only a task that asked for input "
+            "takes a follow-up message"
+        )
+
+
+def _task_now(runs: list[Run], history_length: int | None = None) -> Wire:
+    for run in runs[-1:]:
+        run.refresh_from_db()
+    return task_snapshot(runs=runs).projection.task(history_length)
+
+
+def _run_end_answer(
+    call: RpcCall, runs: list[Run], after_id: int, history_length: int | None
+) -> Any:
+    run = runs[-1]
+
+    async def answer() -> tuple[int, Any]:
+        await run_events_wait(
+            thread_id=run.thread_id,
+            run_id=run.run_id,
+            after_id=after_id,
+            timeout=settings.AGENT_RESPONSE_WAIT_SECONDS,
+        )
+        task = await db_call(_task_now, runs, history_length)
+        return 200, _result(call, _send_result(call, task))
+
+    return answer
+
+
+def _history_length(value: int | None) -> int | None:
+    if value is not None and value < 0:
+        raise InvalidParamsError(message="'historyLength' must not be negative")
+    return value
+
+
+def _get(request: Request, call: RpcCall) -> Response:
+    params = cast(GetTaskRequest, call.params)
+    length = _history_length(params.history_length if params.HasField("history_length") else None)
+    runs = task_runs(user=_user(request), task_id=params.id)
+    return Response(_result(call, _task_result(call, _task_now(runs, length))))
+
+
+def _list(request: Request, call: RpcCall) -> Response:
+    params = cast(ListTasksRequest, call.params)
+    size = params.page_size if params.HasField("page_size") else DEFAULT_LIST_TASKS_PAGE_SIZE
+    if not 1 <= size <= MAX_LIST_TASKS_PAGE_SIZE:
+        raise InvalidParamsError(message=f"'pageSize' must be from 1 to {MAX_LIST_TASKS_PAGE_SIZE}")
+    if params.page_token and not (params.page_token.isascii() and params.page_token.isdigit()):
+        raise InvalidParamsError(message="'pageToken' is not one this server gave")
+    context_id = None
+    if params.context_id:
+        try:
+            context_id = str(uuid.UUID(params.context_id))
+        except ValueError:
+            context_id = str(session_thread_id(user=_user(request), session=params.context_id))
+    length = _history_length(params.history_length if params.HasField("history_length") else None)
+    page = tasks_of_user(
+        user=_user(request), context_id=context_id, page_size=size, page_token=params.page_token
+    )
+    tasks = []
+    for projection in page.tasks:
+        task = projection.task(length)
+        if params.status and task["status"]["state"] != _state_name(params.status):
+            continue
+        if not params.include_artifacts:
+            task.pop("artifacts", None)
+        tasks.append(task)
+    result = {
+        "tasks": tasks,
+        "nextPageToken": page.next_page_token,
+        "pageSize": size,
+        "totalSize": page.total_size,
+    }
+    return Response(_result(call, result))
+
+
+def _state_name(value: int) -> str:
+    return TaskState.Name(cast(Any, value))
+
+
+def _cancel(request: Request, call: RpcCall) -> Response:
+    params = cast(CancelTaskRequest, call.params)
+    runs = task_runs(user=_user(request), task_id=params.id)
+    state = task_snapshot(runs=runs).projection.state
+    if state in ENDED_STATES:
+        raise TaskNotCancelableError(message=f"Task {params.id} cannot be canceled: it is {state}")
+    run_cancel(run=runs[-1])
+    return Response(_result(call, _task_result(call, _task_now(runs))))
+
+
+def _subscribe(request: Request, call: RpcCall) -> HttpResponseBase:
+    params = cast(SubscribeToTaskRequest, call.params)
+    runs = task_runs(user=_user(request), task_id=params.id)
+    snapshot = task_snapshot(runs=runs)
+    if snapshot.projection.ended:
+        raise UnsupportedOperationError(
+            message=f"Task {params.id} is {snapshot.projection.state}: there is nothing to "
+            "subscribe to (GetTask reads it)"
+        )
+    run = runs[-1]
+    start: EventStreamStart
+    if snapshot.last_event_id:  # the run has begun: its journal goes on after the snapshot
+        start = EventStreamStart(
+            after_id=snapshot.last_event_id, run_id=run.run_id, run_ended=False
+        )
+    else:
+        start = event_stream_start(
+            user=_user(request), thread_id=run.thread_id, after_id=None, run_id=run.run_id
+        )
+    first = [{"task": snapshot.projection.task()}]
+    return _sse(
+        task_events(call=call, run=run, projection=snapshot.projection, start=start, first=first)
+    )
+
+
+def _stream_of(request: Request, call: RpcCall, runs: list[Run]) -> StreamingHttpResponse:
+    run = runs[-1]
+    snapshot = task_snapshot(runs=runs, last_run_events=False)
+    start = event_stream_start(
+        user=_user(request), thread_id=run.thread_id, after_id=None, run_id=run.run_id
+    )
+    first = [{"task": snapshot.projection.task()}]
+    return _sse(
+        task_events(call=call, run=run, projection=snapshot.projection, start=start, first=first)
+    )
+
+
+def _sse(body: AsyncIterator[bytes]) -> StreamingHttpResponse:
+    return StreamingHttpResponse(body, content_type="text/event-stream", headers=_STREAM_HEADERS)
+
+
+async def task_events(
+    *,
+    call: RpcCall,
+    run: Run,
+    projection: TaskProjection,
+    start: EventStreamStart,
+    first: list[Wire],
+) -> AsyncIterator[bytes]:
+    """The SSE body of a task's stream: ``first`` (the task as it stands), then the run's
+    journal after ``start`` through the translator, each stream response a JSON-RPC result
+    in a ``data:`` frame; a keep-alive comment while the run is idle. It ends with the
+    run's terminal (or input-required) status update."""
+    yield b"".join(_stream_frame(call.request_id, call.legacy, obj) for obj in first)
+    batches = thread_events(thread_id=run.thread_id, start=start, follow=False)
+    try:
+        async for batch in batches:
+            frames = [
+                _stream_frame(call.request_id, call.legacy, obj)
+                for event in batch
+                if event.payload.get("runId", run.run_id) == run.run_id
+                for obj in projection.translate(event.payload)
+            ]
+            yield b"".join(frames) or KEEP_ALIVE_FRAME
+            if projection.ended:
+                break
+    finally:
+        await batches.aclose()
