@@ -46,6 +46,7 @@ logger = logging.getLogger(__name__)
 PUSH_JOB = "agent_runs.runtime.jobs.push_deliver_job"
 _LEASE_MARGIN_SECONDS = 30
 _SWEEP_BATCH = 500
+_MAX_DELAY = 24 * 3600.0  # a back-off never waits more than a day
 _MAX_ERROR_CHARS = 2000
 _RESPONSE_EXCERPT_BYTES = 500
 _PENDING_JOB_STATUSES = {
@@ -276,7 +277,7 @@ def push_delivery_attempt(*, delivery_id: uuid.UUID) -> PushDelivery | None:
         }
     else:
         final = delivery.attempts >= settings.PUSH_MAX_ATTEMPTS
-        delay = settings.PUSH_RETRY_BASE_SECONDS * 2 ** (delivery.attempts - 1)
+        delay = min(settings.PUSH_RETRY_BASE_SECONDS * 2 ** (delivery.attempts - 1), _MAX_DELAY)
         changes = {
             "status": PushDelivery.Status.FAILED if final else PushDelivery.Status.PENDING,
             "last_error": outcome.error[:_MAX_ERROR_CHARS],
