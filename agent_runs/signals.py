@@ -7,14 +7,20 @@ writes (a protocol edge's push notification rows, agent_runs/services/push.py) w
 that transaction: its rows commit or roll back with the change. The core cannot call an
 edge (the one-way rule), which is why this is a signal and not a service call.
 
+A protocol edge names its receiver in the setting ``AGENT_RUN_STATUS_RECEIVERS`` (dotted
+paths, connected when the app is ready, in web and worker processes alike): the core and
+the runtime never import an edge (docs/architecture.md, the one-way rule).
+
 With no receiver it costs one check and no query: the services that change a status in one
 statement (a claim, a completion) open a transaction only when someone listens.
 """
 
 from contextlib import AbstractContextManager, nullcontext
 
+from django.conf import settings
 from django.db import transaction
 from django.dispatch import Signal
+from django.utils.module_loading import import_string
 
 from agent_runs.models import Run
 
@@ -40,3 +46,9 @@ def run_status_changed_send(*, run_pk: int, status: Run.Status) -> None:
         return
     run = Run.objects.select_related("thread").get(pk=run_pk)
     run_status_changed.send(sender=Run, run=run, status=status)
+
+
+def run_status_receivers_connect() -> None:
+    """Connect the receivers ``AGENT_RUN_STATUS_RECEIVERS`` names (once each)."""
+    for path in settings.AGENT_RUN_STATUS_RECEIVERS:
+        run_status_changed.connect(import_string(path), sender=Run, dispatch_uid=path)

@@ -141,6 +141,9 @@ PUSH_ALLOW_PRIVATE_URLS = env_bool("PUSH_ALLOW_PRIVATE_URLS", False)
 PUSH_MAX_ATTEMPTS = env_int("PUSH_MAX_ATTEMPTS", 8, minimum=1)
 PUSH_RETRY_BASE_SECONDS = env_float("PUSH_RETRY_BASE_SECONDS", 10.0, minimum=0)
 PUSH_TIMEOUT_SECONDS = env_float("PUSH_TIMEOUT_SECONDS", 10.0, minimum=0.1)
+# Receivers of agent_runs.signals.run_status_changed, by dotted path: a protocol edge's
+# (e.g. its push notifications), connected in the web and the worker processes.
+AGENT_RUN_STATUS_RECEIVERS: list[str] = []
 
 # Models (docs/configuration.md, "Models"): "demo" runs offline with no key.
 AGENT_WORKER_MODEL = env_str("AGENT_WORKER_MODEL", "demo")

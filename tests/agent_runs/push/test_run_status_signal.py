@@ -11,7 +11,7 @@ from agent_runs.models import PushConfig, PushDelivery, Run, Thread
 from agent_runs.selectors.push import push_configs_for_run
 from agent_runs.services.lifecycle import run_cancel, run_claim, run_complete, run_pause
 from agent_runs.services.push import push_enqueue
-from agent_runs.signals import run_status_changed
+from agent_runs.signals import run_status_changed, run_status_receivers_connect
 from tests.conftest import post_run, run_input
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -92,3 +92,23 @@ def test_a_cancel_is_heard_once(queued_run, pushing_receiver):
     run_cancel(run=queued_run)
     run_cancel(run=queued_run)  # ended already: no change, nothing sent
     assert states() == ["cancelled"]
+
+
+def record_status(sender: Any, run: Run, status: Run.Status, **kwargs: Any) -> None:
+    """A receiver named by dotted path, as a protocol edge names its own."""
+    heard_by_path.append(status)
+
+
+heard_by_path: list[str] = []
+
+
+def test_a_receiver_named_in_the_setting_is_connected_once(queued_run, settings):
+    path = "tests.agent_runs.push.test_run_status_signal.record_status"
+    settings.AGENT_RUN_STATUS_RECEIVERS = [path]
+    try:
+        run_status_receivers_connect()
+        run_status_receivers_connect()  # a second ready() connects nothing more
+        run_pause(run=queued_run)
+    finally:
+        run_status_changed.disconnect(sender=Run, dispatch_uid=path)
+    assert heard_by_path == ["paused"]
