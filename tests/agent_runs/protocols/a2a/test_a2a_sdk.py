@@ -31,6 +31,7 @@ from a2a.utils.errors import (
     PushNotificationNotSupportedError,
     TaskNotCancelableError,
     TaskNotFoundError,
+    UnsupportedOperationError,
 )
 from google.protobuf.json_format import MessageToDict, ParseDict
 
@@ -282,7 +283,7 @@ def test_input_required_then_a_follow_up_on_the_same_task(model, alice_token, le
 
 def test_errors_carry_the_protocol_s_codes(port, alice_token, bob_token):
     async def scenario() -> dict[str, Exception]:
-        alice = await client_for(port, alice_token, streaming=False)
+        alice = await client_for(port, alice_token)
         bob = await client_for(port, bob_token, streaming=False)
         events = await collect(alice.send_message(message("Hello")))
         task_id = events[0]["task"]["id"]
@@ -294,6 +295,8 @@ def test_errors_carry_the_protocol_s_codes(port, alice_token, bob_token):
             "push": alice.create_task_push_notification_config(
                 TaskPushNotificationConfig(task_id=task_id, url="https://example.com/hook")
             ),
+            "subscribe_ended": collect(alice.subscribe(SubscribeToTaskRequest(id=task_id))),
+            "follow_up_ended": collect(alice.send_message(message("More", task_id=task_id))),
         }.items():
             try:
                 await call
@@ -309,6 +312,8 @@ def test_errors_carry_the_protocol_s_codes(port, alice_token, bob_token):
     assert isinstance(errors["unknown"], TaskNotFoundError)
     assert isinstance(errors["cancel_ended"], TaskNotCancelableError)
     assert isinstance(errors["push"], PushNotificationNotSupportedError)
+    assert isinstance(errors["subscribe_ended"], UnsupportedOperationError)
+    assert isinstance(errors["follow_up_ended"], UnsupportedOperationError)
 
 
 def raw(port: int, token: str | None, body: Any, **headers: str) -> httpx.Response:
