@@ -10,20 +10,16 @@ starts with was read. A blocking ``SendMessage`` waits on the journal on the eve
 (``agent_runs/awaited.py``). A method called by its 0.3 name is answered in 0.3 shapes,
 converted by the SDK's own ``a2a.compat.v0_3.conversions``."""
 
-import json
 import uuid
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import Iterable
 from typing import Any, cast
 
-from a2a.compat.v0_3 import conversions
 from a2a.types.a2a_pb2 import (
     CancelTaskRequest,
     GetTaskRequest,
     ListTasksRequest,
     SendMessageRequest,
-    StreamResponse,
     SubscribeToTaskRequest,
-    Task,
     TaskState,
 )
 from a2a.utils.constants import DEFAULT_LIST_TASKS_PAGE_SIZE, MAX_LIST_TASKS_PAGE_SIZE
@@ -42,7 +38,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.http import Http404, HttpResponseBase, StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema
-from google.protobuf.json_format import MessageToDict, ParseDict
+from google.protobuf.json_format import MessageToDict
 from rest_framework.negotiation import DefaultContentNegotiation
 from rest_framework.permissions import AllowAny
 from rest_framework.renderers import BaseRenderer, JSONRenderer
@@ -51,13 +47,11 @@ from rest_framework.response import Response
 
 from agent_runs.awaited import awaited_response
 from agent_runs.db import db_call
-from agent_runs.events.follow import thread_events
-from agent_runs.events.sse import KEEP_ALIVE_FRAME
 from agent_runs.events.wait import run_events_wait
 from agent_runs.json_input import JsonBodyParser
 from agent_runs.models import Run
 from agent_runs.protocols.a2a.card import agent_card_json
-from agent_runs.protocols.a2a.errors import A2AApi, A2ARpcError, RequestId
+from agent_runs.protocols.a2a.errors import A2AApi, A2ARpcError
 from agent_runs.protocols.a2a.inbound import (
     PUSH_CONFIG_METHODS,
     RpcCall,
@@ -70,15 +64,16 @@ from agent_runs.protocols.a2a.openapi import error_responses
 from agent_runs.protocols.a2a.outbound import (
     ENDED_STATES,
     INPUT_REQUIRED,
-    TaskProjection,
     Wire,
 )
+from agent_runs.protocols.a2a.results import rpc_result, send_result, task_result
 from agent_runs.protocols.a2a.selectors import (
     run_request_kept,
     task_runs,
     task_snapshot,
     tasks_of_user,
 )
+from agent_runs.protocols.a2a.stream import sse_response, task_events
 from agent_runs.selectors.events import EventStreamStart, event_stream_start, thread_last_event_id
 from agent_runs.selectors.runs import session_thread_id
 from agent_runs.services.lifecycle import run_cancel
@@ -86,7 +81,6 @@ from agent_runs.services.runs import RunOptions, run_create
 from config.errors import DomainError
 
 _TAGS = ["a2a"]
-_STREAM_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 
 class _A2AJsonParser(JsonBodyParser):
@@ -176,38 +170,6 @@ def _dispatch(request: Request, call: RpcCall) -> HttpResponseBase:
     raise ExtendedAgentCardNotConfiguredError(message="This agent has no extended agent card")
 
 
-# Results, in the shapes of the generation that asked.
-
-
-def _result(call: RpcCall, result: Any) -> dict[str, Any]:
-    return {"jsonrpc": "2.0", "id": call.request_id, "result": result}
-
-
-def _task_result(call: RpcCall, task: Wire) -> Any:
-    """A ``Task`` as a result: as is in 1.0, the 0.3 ``Task`` (``kind: "task"``) in 0.3."""
-    if not call.legacy:
-        return task
-    compat = conversions.to_compat_task(ParseDict(task, Task()))
-    return compat.model_dump(mode="json", by_alias=True, exclude_none=True)
-
-
-def _send_result(call: RpcCall, task: Wire) -> Any:
-    """``SendMessage``'s result: ``{task}`` in 1.0, the task itself in 0.3."""
-    return _task_result(call, task) if call.legacy else {"task": task}
-
-
-def _stream_frame(request_id: RequestId, legacy: bool, response: Wire) -> bytes:
-    if legacy:
-        compat = conversions.to_compat_stream_response(
-            ParseDict(response, StreamResponse()), request_id
-        )
-        body = compat.model_dump(mode="json", by_alias=True, exclude_none=True)
-    else:
-        body = {"jsonrpc": "2.0", "id": request_id, "result": response}
-    data = json.dumps(body, ensure_ascii=False, separators=(",", ":"))
-    return f"data: {data}\n\n".encode()
-
-
 # The methods.
 
 
@@ -259,7 +221,7 @@ def _send(request: Request, call: RpcCall, *, stream: bool) -> HttpResponseBase:
         else None
     )
     if params.configuration.return_immediately:
-        return Response(_result(call, _send_result(call, _task_now(runs, history_length))))
+        return Response(rpc_result(call, send_result(call, _task_now(runs, history_length))))
     return awaited_response(request, _run_end_answer(call, runs, after_id, history_length))
 
 
@@ -279,8 +241,7 @@ def _follow_up_check(runs: list[Run], task_id: str, context_id: str) -> None:
 
 
 def _task_now(runs: list[Run], history_length: int | None = None) -> Wire:
-    for run in runs[-1:]:
-        run.refresh_from_db()
+    runs[-1].refresh_from_db()  # its status now
     return task_snapshot(runs=runs).projection.task(history_length)
 
 
@@ -297,7 +258,7 @@ def _run_end_answer(
             timeout=settings.AGENT_RESPONSE_WAIT_SECONDS,
         )
         task = await db_call(_task_now, runs, history_length)
-        return 200, _result(call, _send_result(call, task))
+        return 200, rpc_result(call, send_result(call, task))
 
     return answer
 
@@ -312,7 +273,7 @@ def _get(request: Request, call: RpcCall) -> Response:
     params = cast(GetTaskRequest, call.params)
     length = _history_length(params.history_length if params.HasField("history_length") else None)
     runs = task_runs(user=_user(request), task_id=params.id)
-    return Response(_result(call, _task_result(call, _task_now(runs, length))))
+    return Response(rpc_result(call, task_result(call, _task_now(runs, length))))
 
 
 def _list(request: Request, call: RpcCall) -> Response:
@@ -346,7 +307,7 @@ def _list(request: Request, call: RpcCall) -> Response:
         "pageSize": size,
         "totalSize": page.total_size,
     }
-    return Response(_result(call, result))
+    return Response(rpc_result(call, result))
 
 
 def _state_name(value: int) -> str:
@@ -360,7 +321,7 @@ def _cancel(request: Request, call: RpcCall) -> Response:
     if state in ENDED_STATES:
         raise TaskNotCancelableError(message=f"Task {params.id} cannot be canceled: it is {state}")
     run_cancel(run=runs[-1])
-    return Response(_result(call, _task_result(call, _task_now(runs))))
+    return Response(rpc_result(call, task_result(call, _task_now(runs))))
 
 
 def _subscribe(request: Request, call: RpcCall) -> HttpResponseBase:
@@ -383,7 +344,7 @@ def _subscribe(request: Request, call: RpcCall) -> HttpResponseBase:
             user=_user(request), thread_id=run.thread_id, after_id=None, run_id=run.run_id
         )
     first = [{"task": snapshot.projection.task()}]
-    return _sse(
+    return sse_response(
         task_events(call=call, run=run, projection=snapshot.projection, start=start, first=first)
     )
 
@@ -395,39 +356,6 @@ def _stream_of(request: Request, call: RpcCall, runs: list[Run]) -> StreamingHtt
         user=_user(request), thread_id=run.thread_id, after_id=None, run_id=run.run_id
     )
     first = [{"task": snapshot.projection.task()}]
-    return _sse(
+    return sse_response(
         task_events(call=call, run=run, projection=snapshot.projection, start=start, first=first)
     )
-
-
-def _sse(body: AsyncIterator[bytes]) -> StreamingHttpResponse:
-    return StreamingHttpResponse(body, content_type="text/event-stream", headers=_STREAM_HEADERS)
-
-
-async def task_events(
-    *,
-    call: RpcCall,
-    run: Run,
-    projection: TaskProjection,
-    start: EventStreamStart,
-    first: list[Wire],
-) -> AsyncIterator[bytes]:
-    """The SSE body of a task's stream: ``first`` (the task as it stands), then the run's
-    journal after ``start`` through the translator, each stream response a JSON-RPC result
-    in a ``data:`` frame; a keep-alive comment while the run is idle. It ends with the
-    run's terminal (or input-required) status update."""
-    yield b"".join(_stream_frame(call.request_id, call.legacy, obj) for obj in first)
-    batches = thread_events(thread_id=run.thread_id, start=start, follow=False)
-    try:
-        async for batch in batches:
-            frames = [
-                _stream_frame(call.request_id, call.legacy, obj)
-                for event in batch
-                if event.payload.get("runId", run.run_id) == run.run_id
-                for obj in projection.translate(event.payload)
-            ]
-            yield b"".join(frames) or KEEP_ALIVE_FRAME
-            if projection.ended:
-                break
-    finally:
-        await batches.aclose()
