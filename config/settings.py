@@ -143,7 +143,7 @@ PUSH_RETRY_BASE_SECONDS = env_float("PUSH_RETRY_BASE_SECONDS", 10.0, minimum=0)
 PUSH_TIMEOUT_SECONDS = env_float("PUSH_TIMEOUT_SECONDS", 10.0, minimum=0.1)
 # Receivers of agent_runs.signals.run_status_changed, by dotted path: a protocol edge's
 # (e.g. its push notifications), connected in the web and the worker processes.
-AGENT_RUN_STATUS_RECEIVERS: list[str] = []
+AGENT_RUN_STATUS_RECEIVERS: list[str] = ["agent_runs.protocols.a2a.push.on_run_status"]
 
 # Models (docs/configuration.md, "Models"): "demo" runs offline with no key.
 AGENT_WORKER_MODEL = env_str("AGENT_WORKER_MODEL", "demo")

@@ -35,8 +35,8 @@ def rpc_url() -> str:
 
 
 def agent_card() -> AgentCard:
-    """The card: the worker stage's configured tools as skills, streaming on, push
-    notifications off (not yet supported), Bearer authentication required."""
+    """The card: the worker stage's configured tools as skills, streaming and push
+    notifications on, Bearer authentication required."""
     tools = system_agents().agents.get("worker")
     skills = [
         AgentSkill(
@@ -58,7 +58,7 @@ def agent_card() -> AgentCard:
             for version in ("1.0", "0.3")
         ],
         capabilities=AgentCapabilities(
-            streaming=True, push_notifications=False, extended_agent_card=False
+            streaming=True, push_notifications=True, extended_agent_card=False
         ),
         security_schemes={
             "bearer": SecurityScheme(

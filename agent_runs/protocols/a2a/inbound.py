@@ -85,10 +85,26 @@ LEGACY_METHODS: dict[str, _Legacy] = {
         types_v03.TaskResubscriptionRequest,
         conversions.to_core_subscribe_to_task_request,
     ),
-    "tasks/pushNotificationConfig/set": ("CreateTaskPushNotificationConfig", object, None),
-    "tasks/pushNotificationConfig/get": ("GetTaskPushNotificationConfig", object, None),
-    "tasks/pushNotificationConfig/list": ("ListTaskPushNotificationConfigs", object, None),
-    "tasks/pushNotificationConfig/delete": ("DeleteTaskPushNotificationConfig", object, None),
+    "tasks/pushNotificationConfig/set": (
+        "CreateTaskPushNotificationConfig",
+        types_v03.SetTaskPushNotificationConfigRequest,
+        conversions.to_core_create_task_push_notification_config_request,
+    ),
+    "tasks/pushNotificationConfig/get": (
+        "GetTaskPushNotificationConfig",
+        types_v03.GetTaskPushNotificationConfigRequest,
+        conversions.to_core_get_task_push_notification_config_request,
+    ),
+    "tasks/pushNotificationConfig/list": (
+        "ListTaskPushNotificationConfigs",
+        types_v03.ListTaskPushNotificationConfigRequest,
+        conversions.to_core_list_task_push_notification_config_request,
+    ),
+    "tasks/pushNotificationConfig/delete": (
+        "DeleteTaskPushNotificationConfig",
+        types_v03.DeleteTaskPushNotificationConfigRequest,
+        conversions.to_core_delete_task_push_notification_config_request,
+    ),
     "agent/getAuthenticatedExtendedCard": ("GetExtendedAgentCard", object, None),
 }
 

@@ -120,6 +120,18 @@ class TaskProjection:
             ]
         return wire_task(task)
 
+    def settle(self, state: str) -> None:
+        """The state the run's row gives before its journal ends (its last event is written
+        after the row changes): a completed run whose answer was a question asks for input,
+        as its ``RUN_FINISHED`` will say."""
+        if state == COMPLETED:
+            self._run_finished({})
+        elif state in ENDED_STATES:
+            self._set_state(state)
+        else:
+            self.state = state
+            self.ended = False
+
     def translate(self, payload: Mapping[str, Any]) -> list[Wire]:
         """The stream responses of one journal event (often none), in order."""
         if self.ended:

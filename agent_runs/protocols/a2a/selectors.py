@@ -13,7 +13,6 @@ from agent_runs.models import Run, RunEvent
 from agent_runs.protocols.a2a.outbound import (
     CANCELED,
     COMPLETED,
-    ENDED_STATES,
     FAILED,
     WORKING,
     TaskProjection,
@@ -60,6 +59,18 @@ def task_runs(*, user: AbstractBaseUser, task_id: str) -> list[Run]:
     return [run for run in runs if run.thread_id == root.thread_id]
 
 
+def task_runs_of_run(*, run: Run) -> list[Run]:
+    """The runs of the task ``run`` is part of (the run that began it, or a follow-up whose
+    parent began it), oldest first; whoever owns them (a ``run_status_changed`` receiver
+    tells the task's owner)."""
+    task_id = run.parent_run_id or run.run_id
+    return list(
+        Run.objects.filter(thread_id=run.thread_id)
+        .filter(Q(run_id=task_id) | Q(parent_run_id=task_id))
+        .order_by("created_at", "pk")
+    )
+
+
 def run_events(*, run: Run) -> list[tuple[int, dict[str, Any]]]:
     """The run's stored events with their ids, in order."""
     return list(RunEvent.objects.filter(run=run).order_by("seq").values_list("pk", "payload"))
@@ -91,9 +102,7 @@ def task_snapshot(*, runs: list[Run], last_run_events: bool = True) -> TaskSnaps
             last_id = event_id
     latest = runs[-1]
     if last_run_events and not projection.ended and latest.status in _ROW_STATES:
-        state = _ROW_STATES[Run.Status(latest.status)]
-        projection.state = state
-        projection.ended = state in ENDED_STATES
+        projection.settle(_ROW_STATES[Run.Status(latest.status)])
     return TaskSnapshot(projection=projection, last_event_id=last_id)
 
 

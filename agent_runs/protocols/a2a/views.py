@@ -28,13 +28,13 @@ from a2a.utils.errors import (
     ExtendedAgentCardNotConfiguredError,
     InternalError,
     InvalidParamsError,
-    PushNotificationNotSupportedError,
     TaskNotCancelableError,
     TaskNotFoundError,
     UnsupportedOperationError,
 )
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
+from django.db import transaction
 from django.http import Http404, HttpResponseBase, StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema
@@ -66,6 +66,7 @@ from agent_runs.protocols.a2a.outbound import (
     INPUT_REQUIRED,
     Wire,
 )
+from agent_runs.protocols.a2a.push import push_config_call, task_push_config_create
 from agent_runs.protocols.a2a.results import rpc_result, send_result, task_result
 from agent_runs.protocols.a2a.selectors import (
     run_request_kept,
@@ -77,6 +78,7 @@ from agent_runs.protocols.a2a.stream import sse_response, task_events
 from agent_runs.selectors.events import EventStreamStart, event_stream_start, thread_last_event_id
 from agent_runs.selectors.runs import session_thread_id
 from agent_runs.services.lifecycle import run_cancel
+from agent_runs.services.push import push_url_check
 from agent_runs.services.runs import RunOptions, run_create
 from config.errors import DomainError
 
@@ -164,9 +166,7 @@ def _dispatch(request: Request, call: RpcCall) -> HttpResponseBase:
     if method == "SubscribeToTask":
         return _subscribe(request, call)
     if method in PUSH_CONFIG_METHODS:
-        raise PushNotificationNotSupportedError(
-            message="Push notifications are not supported by this agent"
-        )
+        return Response(rpc_result(call, push_config_call(user=_user(request), call=call)))
     raise ExtendedAgentCardNotConfiguredError(message="This agent has no extended agent card")
 
 
@@ -194,22 +194,29 @@ def _send(request: Request, call: RpcCall, *, stream: bool) -> HttpResponseBase:
             else uuid.uuid4()
         )
     after_id = thread_last_event_id(thread_id=thread_id)
+    push = params.configuration.task_push_notification_config
+    if params.configuration.HasField("task_push_notification_config"):
+        push_url_check(push.url)  # refused before anything is written
     kept = run_request_kept(
         task_id=task_id,
         message=user_message_kept(message),
-        configuration=MessageToDict(params.configuration),
+        configuration=_configuration_kept(params),
     )
     try:
-        run = run_create(
-            user=user,
-            run_input=task_run_input(
-                thread_id=thread_id,
-                run_id=run_id,
-                task_id=task_id if earlier else None,
-                text=text,
-            ),
-            options=RunOptions(request=kept),
-        )
+        # With a push config, in one transaction: it exists before a worker claims the run.
+        with transaction.atomic():
+            run = run_create(
+                user=user,
+                run_input=task_run_input(
+                    thread_id=thread_id,
+                    run_id=run_id,
+                    task_id=task_id if earlier else None,
+                    text=text,
+                ),
+                options=RunOptions(request=kept),
+            )
+            if params.configuration.HasField("task_push_notification_config"):
+                task_push_config_create(run=earlier[0] if earlier else run, config=push)
     except Http404:  # a contextId naming the UUID of someone else's thread
         raise TaskNotFoundError(message=f"Context {message.context_id} not found") from None
     runs = [*earlier, run]
@@ -223,6 +230,14 @@ def _send(request: Request, call: RpcCall, *, stream: bool) -> HttpResponseBase:
     if params.configuration.return_immediately:
         return Response(rpc_result(call, send_result(call, _task_now(runs, history_length))))
     return awaited_response(request, _run_end_answer(call, runs, after_id, history_length))
+
+
+def _configuration_kept(params: SendMessageRequest) -> dict[str, Any]:
+    """The send's configuration as its run keeps it: without the push config (its token is
+    the client's secret; the config is kept as such)."""
+    kept: dict[str, Any] = MessageToDict(params.configuration)
+    kept.pop("taskPushNotificationConfig", None)
+    return kept
 
 
 def _follow_up_check(runs: list[Run], task_id: str, context_id: str) -> None:

@@ -16,17 +16,20 @@ class Received:
     headers: dict[str, str]
     body: Any
     signed: bool
+    raw: bytes = b""
 
 
 @dataclass
 class PushReceiver:
-    """Answers ``statuses`` in turn (then 200), with ``error_body`` on a failure."""
+    """Answers ``statuses`` in turn (then 200), with ``error_body`` on a failure; with
+    ``fail_each``, each delivery's (``X-Push-Delivery``) first that many attempts fail (503)."""
 
     secret: str = ""
     statuses: list[int] = field(default_factory=list)
     error_body: bytes = b"receiver says no"
     redirect_to: str = ""
     delay: float = 0.0
+    fail_each: int = 0
     received: list[Received] = field(default_factory=list)
 
     def __enter__(self) -> "PushReceiver":
@@ -42,8 +45,12 @@ class PushReceiver:
                     secret=receiver.secret,
                 )
                 headers = {key.lower(): value for key, value in self.headers.items()}
-                receiver.received.append(Received(headers, json.loads(raw), signed))
+                receiver.received.append(Received(headers, json.loads(raw), signed, raw))
+                key = headers.get("x-push-delivery", "")
+                seen = sum(1 for r in receiver.received if r.headers.get("x-push-delivery") == key)
                 status = receiver.statuses.pop(0) if receiver.statuses else 200
+                if seen <= receiver.fail_each:
+                    status = 503
                 body = b"" if status < 300 else receiver.error_body
                 self.send_response(status)
                 if receiver.redirect_to:

@@ -25,10 +25,8 @@ from a2a.types.a2a_pb2 import (
     SendMessageRequest,
     StreamResponse,
     SubscribeToTaskRequest,
-    TaskPushNotificationConfig,
 )
 from a2a.utils.errors import (
-    PushNotificationNotSupportedError,
     TaskNotCancelableError,
     TaskNotFoundError,
     UnsupportedOperationError,
@@ -108,7 +106,7 @@ def test_the_card_declares_streaming_bearer_auth_and_both_generations(port):
     card = card_of(port)
 
     assert card["capabilities"]["streaming"] is True
-    assert card["capabilities"]["pushNotifications"] is False
+    assert card["capabilities"]["pushNotifications"] is True
     interfaces = card["supportedInterfaces"]
     assert interfaces[0]["url"].endswith("/a2a") and interfaces[0]["protocolVersion"] == "1.0"
     assert card["securitySchemes"]["bearer"]["httpAuthSecurityScheme"]["scheme"] == "Bearer"
@@ -292,9 +290,6 @@ def test_errors_carry_the_protocol_s_codes(port, alice_token, bob_token):
             "stranger": bob.get_task(GetTaskRequest(id=task_id)),
             "unknown": alice.get_task(GetTaskRequest(id=str(uuid.uuid4()))),
             "cancel_ended": alice.cancel_task(CancelTaskRequest(id=task_id)),
-            "push": alice.create_task_push_notification_config(
-                TaskPushNotificationConfig(task_id=task_id, url="https://example.com/hook")
-            ),
             "subscribe_ended": collect(alice.subscribe(SubscribeToTaskRequest(id=task_id))),
             "follow_up_ended": collect(alice.send_message(message("More", task_id=task_id))),
         }.items():
@@ -311,7 +306,6 @@ def test_errors_carry_the_protocol_s_codes(port, alice_token, bob_token):
     assert isinstance(errors["stranger"], TaskNotFoundError)
     assert isinstance(errors["unknown"], TaskNotFoundError)
     assert isinstance(errors["cancel_ended"], TaskNotCancelableError)
-    assert isinstance(errors["push"], PushNotificationNotSupportedError)
     assert isinstance(errors["subscribe_ended"], UnsupportedOperationError)
     assert isinstance(errors["follow_up_ended"], UnsupportedOperationError)
 
@@ -348,7 +342,8 @@ def test_malformed_requests_get_json_rpc_errors_and_write_nothing(port, alice_to
         ({**send, "method": "message/send", "params": {"message": 5}}, {}, -32602),
         ({**send, "method": "GetTask", "params": {"id": "nope"}}, v1, -32001),
         ({**send, "method": "SubscribeToTask", "params": {"id": "nope"}}, v1, -32001),
-        ({**send, "method": "tasks/pushNotificationConfig/get", "params": {"id": "x"}}, {}, -32003),
+        ({**send, "method": "tasks/pushNotificationConfig/get", "params": {"id": "x"}}, {}, -32001),
+        ({**send, "method": "tasks/pushNotificationConfig/set", "params": {}}, {}, -32602),
         ({**send, "method": "GetExtendedAgentCard"}, v1, -32007),
     ]
     before = Run.objects.count()
