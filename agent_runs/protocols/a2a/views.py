@@ -7,7 +7,8 @@ parent is that run); the task's state is its latest run's. Answers are the task 
 from the stored rows (selectors.py, outbound.py); a stream is the run's journal through the
 translator, from its first event, or, for a subscription, from where the snapshot it
 starts with was read. A blocking ``SendMessage`` waits on the journal on the event loop
-(``agent_runs/awaited.py``). A method called by its 0.3 name is answered in 0.3 shapes,
+(``agent_runs/awaited.py``). The push notification config methods, and a send's push
+config, are push.py's. A method called by its 0.3 name is answered in 0.3 shapes,
 converted by the SDK's own ``a2a.compat.v0_3.conversions``."""
 
 import uuid
