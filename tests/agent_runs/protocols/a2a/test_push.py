@@ -28,6 +28,7 @@ from tests.agent_runs.protocols.a2a.conftest import DEMO, serving
 from tests.agent_runs.protocols.a2a.test_a2a_sdk import client_for, collect, message
 from tests.agent_runs.push.receiver import PushReceiver
 from tests.conftest import wait_for
+from tests.fake_llm import FakeOpenAI
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.integration]
 
@@ -45,6 +46,23 @@ def pushing_port(redis_queue: Any) -> Iterator[int]:
     """daphne and a worker that may push to loopback, retrying at once (at the next sweep)."""
     with serving(**PUSHING) as port:
         yield port
+
+
+@pytest.fixture
+def pushing_model(redis_queue: Any) -> Iterator[FakeOpenAI]:
+    """As ``pushing_port``, the router's and the worker's model a loopback server the test
+    steers."""
+    with FakeOpenAI() as fake:
+        env = {
+            **PUSHING,
+            "AGENT_WORKER_MODEL": "openai/gpt-test",
+            "AGENT_ROUTER_MODEL": "openai/gpt-test",
+            "OPENAI_BASE_URL": fake.base_url,
+            "OPENAI_API_KEY": "sk-test",
+        }
+        with serving(**env) as port:
+            fake.port = port  # type: ignore[attr-defined]  # the test's handle on the server
+            yield fake
 
 
 def pushed_message(text: str, receiver: PushReceiver, token: str) -> Any:
@@ -130,6 +148,47 @@ def test_a_receiver_failing_twice_gets_three_attempts_with_one_key_and_one_deliv
         "TASK_STATE_COMPLETED",
         "TASK_STATE_WORKING",
     ]
+
+
+def test_a_question_is_pushed_as_input_required_and_the_follow_up_to_the_same_config(
+    pushing_model, alice_token
+):
+    model = pushing_model
+    model.route = {"route": "clarify", "tools": []}
+    model.output = {"result_type": "clarification", "status": "success"}
+    model.answer = ["Which ", "calendar?"]
+
+    with PushReceiver() as receiver:
+
+        async def scenario() -> str:
+            alice = await client_for(model.port, alice_token)
+            asked = await collect(alice.send_message(pushed_message("Add it", receiver, "t-3")))
+            task = asked[0]["task"]
+            await asyncio.to_thread(wait_for, lambda: deliveries_done(task["id"], 2), 30)
+            model.route = {"route": "answer", "tools": []}
+            model.output = {"result_type": "unknown", "status": "success"}
+            model.answer = ["Done."]
+            follow = message("The work one", task_id=task["id"], context_id=task["contextId"])
+            await collect(alice.send_message(follow))
+            await alice.close()
+            return str(task["id"])
+
+        task_id = asyncio.run(scenario())
+        wait_for(lambda: deliveries_done(task_id, 4), seconds=30)
+
+    bodies = [r.body for r in receiver.received]
+    assert [state_of(body) for body in bodies] == [
+        "TASK_STATE_WORKING",
+        "TASK_STATE_INPUT_REQUIRED",
+        "TASK_STATE_WORKING",
+        "TASK_STATE_COMPLETED",
+    ]
+    question = bodies[1]["task"]["status"]["message"]
+    assert question["role"] == "ROLE_AGENT" and question["parts"][0]["text"] == "Which calendar?"
+    assert bodies[2]["statusUpdate"]["taskId"] == task_id  # the follow-up is the same task
+    texts = [m["parts"][0].get("text") for m in bodies[3]["task"]["history"]]
+    assert texts == ["Add it", "Which calendar?", "The work one", "Done."]
+    assert {r.headers["x-a2a-notification-token"] for r in receiver.received} == {"t-3"}
 
 
 def test_configs_are_created_read_listed_and_deleted_by_their_owner_only(
