@@ -1,7 +1,7 @@
 """JSON-RPC error objects, A2A's way: ``{"jsonrpc": "2.0", "id", "error": {"code", "message",
 "data"}}`` answered with HTTP 200, as a2a-sdk 1.3.0's server does (its
 ``build_error_response``, whose ``data`` is a ``google.rpc.ErrorInfo`` naming the reason).
-docs/protocols/a2a.md, Errors; /work/shared/PROTOCOLS.md §4.
+docs/protocols/a2a.md, Errors.
 
 The error classes are the SDK's (``a2a.utils.errors``), so each carries the code the spec
 gives it: -32001 task not found, -32002 not cancelable, -32003 push notifications not

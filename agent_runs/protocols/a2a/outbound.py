@@ -1,6 +1,5 @@
 """A task's runs' journals as A2A 1.0 stream responses and ``Task`` objects.
-docs/protocols/a2a.md, The stream; /work/shared/PROTOCOLS.md §4 (Stream) and §6 (event
-translation).
+docs/protocols/a2a.md, The stream.
 
 Pure and deterministic: what a journal event gives is a function of that event and of what
 ``TaskProjection`` keeps of the run's earlier events (the artifacts so far, the state), so a

@@ -2,8 +2,7 @@
 ``Create/Get/List/DeleteTaskPushNotificationConfig``, 0.3 ``tasks/pushNotificationConfig/
 {set,get,list,delete}``) on the run core's outbox (agent_runs/services/push.py), and the
 ``run_status_changed`` receiver that writes a task's notifications in the transaction of
-each change of its state. docs/protocols/a2a.md, Push notifications; docs/push.md;
-/work/shared/PROTOCOLS.md §4.
+each change of its state. docs/protocols/a2a.md, Push notifications; docs/push.md.
 
 A config is the SDK's ``TaskPushNotificationConfig``; its ``id`` defaults to the task id, as
 the SDK's server does (``normalize_push_notification_config``). Each notification is a 1.0

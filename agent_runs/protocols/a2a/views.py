@@ -1,5 +1,5 @@
 """A2A over JSON-RPC at ``/a2a`` and the agent card at ``/.well-known/agent-card.json``.
-docs/protocols/a2a.md; /work/shared/PROTOCOLS.md §4 and §6.
+docs/protocols/a2a.md.
 
 A context is a thread; a task is the run that began it (its runId, a UUID, is the task id)
 with the follow-ups sent to it after it asked for input (new runs of the thread whose
@@ -33,7 +33,6 @@ from a2a.utils.errors import (
     TaskNotFoundError,
     UnsupportedOperationError,
 )
-from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.http import Http404, HttpResponseBase, StreamingHttpResponse
@@ -46,9 +45,7 @@ from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from agent_runs.awaited import awaited_response
-from agent_runs.db import db_call
-from agent_runs.events.wait import run_events_wait
+from agent_runs.awaited import awaited_response, run_end_answer
 from agent_runs.json_input import JsonBodyParser
 from agent_runs.models import Run
 from agent_runs.protocols.a2a.card import agent_card_json
@@ -230,7 +227,12 @@ def _send(request: Request, call: RpcCall, *, stream: bool) -> HttpResponseBase:
     )
     if params.configuration.return_immediately:
         return Response(rpc_result(call, send_result(call, _task_now(runs, history_length))))
-    return awaited_response(request, _run_end_answer(call, runs, after_id, history_length))
+    answer = run_end_answer(
+        run=runs[-1],
+        after_id=after_id,
+        read=lambda _ended: _task_result_now(call, runs, history_length),
+    )
+    return awaited_response(request, answer)
 
 
 def _configuration_kept(params: SendMessageRequest) -> dict[str, Any]:
@@ -261,22 +263,8 @@ def _task_now(runs: list[Run], history_length: int | None = None) -> Wire:
     return task_snapshot(runs=runs).projection.task(history_length)
 
 
-def _run_end_answer(
-    call: RpcCall, runs: list[Run], after_id: int, history_length: int | None
-) -> Any:
-    run = runs[-1]
-
-    async def answer() -> tuple[int, Any]:
-        await run_events_wait(
-            thread_id=run.thread_id,
-            run_id=run.run_id,
-            after_id=after_id,
-            timeout=settings.AGENT_RESPONSE_WAIT_SECONDS,
-        )
-        task = await db_call(_task_now, runs, history_length)
-        return 200, rpc_result(call, send_result(call, task))
-
-    return answer
+def _task_result_now(call: RpcCall, runs: list[Run], history_length: int | None) -> Any:
+    return rpc_result(call, send_result(call, _task_now(runs, history_length)))
 
 
 def _history_length(value: int | None) -> int | None:

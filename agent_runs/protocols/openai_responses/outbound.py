@@ -1,5 +1,5 @@
 """A run's journal as the OpenAI Responses API's stream events and ``Response`` object.
-docs/protocols/openai-responses.md; /work/shared/PROTOCOLS.md §3 and §6 (event translation).
+docs/protocols/openai-responses.md (The event stream).
 
 Pure and deterministic: the events of a journal event are a function of that event, the
 response's head (what the run row and its request say: id, model, instructions, …) and what

@@ -1,6 +1,6 @@
 """The OpenAI Responses API under ``/openai/v1/``: ``POST /responses``, ``GET
 /responses/{id}`` (``?stream=true`` replays its events), ``POST /responses/{id}/cancel``.
-docs/protocols/openai-responses.md; /work/shared/PROTOCOLS.md §3.
+docs/protocols/openai-responses.md.
 
 A response is a run (its runId is the response id, ``resp_…``); ``conversation`` and
 ``previous_response_id`` name its thread. A streamed answer is the run's journal through the

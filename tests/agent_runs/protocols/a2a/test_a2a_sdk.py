@@ -2,7 +2,7 @@
 with a real RQ worker running the stages (the demo model, or a loopback OpenAI-compatible
 model server for slow answers, tool calls and clarifying questions): the 1.0 transport
 (``A2A-Version: 1.0``) and the 0.3 one the same client falls back to for a 0.3 card.
-/work/shared/PROTOCOLS.md §4, Tests; docs/protocols/a2a.md."""
+docs/protocols/a2a.md."""
 
 import asyncio
 import json

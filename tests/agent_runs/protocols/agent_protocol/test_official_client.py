@@ -5,7 +5,7 @@ against daphne, with a real RQ worker running the stages on the demo model.
 The client is aiohttp + pydantic v1, so it runs in a virtualenv of its own
 (tests/clients/agent_protocol/.venv, made by the test command .ci/test from requirements.txt
 there) as a script, tests/clients/agent_protocol/agbenchmark_loop.py, which prints what it saw
-as one JSON document. What the client breaks on (docs: /work/shared/PROTOCOLS.md §1): a 201
+as one JSON document. What the client breaks on (docs/protocols/agent-protocol.md): a 201
 makes it give ``None`` for a step, silently, which ends agbenchmark's loop; a step status
 ``failed`` or an object output fails its validation.
 """

@@ -1,7 +1,7 @@
 """The Responses API as the unmodified ``openai`` Python SDK uses it, over real HTTP against
 daphne, with a real RQ worker running the stages (the demo model, or a loopback
-OpenAI-compatible model server for tool calls and slow answers). /work/shared/PROTOCOLS.md
-§3, Tests; docs/protocols/openai-responses.md."""
+OpenAI-compatible model server for tool calls and slow answers).
+docs/protocols/openai-responses.md."""
 
 import json
 from collections.abc import Iterator
