@@ -67,9 +67,10 @@ _PUSHED_STATES = {
 def on_run_status(sender: type[Run], run: Run, status: Run.Status, **kwargs: Any) -> None:
     """``run_status_changed`` (named in ``AGENT_RUN_STATUS_RECEIVERS``): one outbox row per
     config of the run's task, in the transaction of the change. One query when the task has
-    no config."""
+    no config, none for a run another protocol made (the receiver hears every run's changes:
+    this keeps them from paying a query)."""
     state = _PUSHED_STATES.get(status)
-    if state is None:
+    if state is None or run.request.get("protocol") != PROTOCOL:
         return
     task_id = run.parent_run_id or run.run_id
     configs = list(push_configs_for_run(run=run, protocol=PROTOCOL).filter(task_ref=task_id))
