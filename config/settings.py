@@ -51,6 +51,8 @@ INSTALLED_APPS = [
     "history",
     "attachments",
     "billing",
+    "console",
+    "ops",
 ]
 
 MIDDLEWARE = [

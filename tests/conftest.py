@@ -5,6 +5,7 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ from django.test import TestCase
 from rest_framework.test import APIClient
 
 from agent_runs.services.tokens import api_token_create
+from tests.fake_llm import FakeOpenAI
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -145,12 +147,15 @@ def service_env(**overrides: str) -> dict[str, str]:
 
 
 def start_daphne(*, redis_url: str, **env_overrides: str) -> tuple[subprocess.Popen[bytes], int]:
+    """daphne on a free port, its ``PUBLIC_BASE_URL`` its own address (so that URLs it
+    publishes, the A2A card's, reach it)."""
     port = free_port()
     env = service_env(
         **{
             "REDIS_URL": redis_url,
             "DJANGO_ALLOWED_HOSTS": "127.0.0.1",
             "AGENT_SSE_KEEPALIVE_SECONDS": "0.3",
+            "PUBLIC_BASE_URL": f"http://127.0.0.1:{port}",
             **env_overrides,
         }
     )
@@ -158,6 +163,35 @@ def start_daphne(*, redis_url: str, **env_overrides: str) -> tuple[subprocess.Po
     server = subprocess.Popen([*command, "config.asgi:application"], cwd=settings.BASE_DIR, env=env)
     wait_for_port(port, server)
     return server, port
+
+
+# Every stage on the offline demo model.
+DEMO = {"AGENT_WORKER_MODEL": "demo", "AGENT_ROUTER_MODEL": "demo", "AGENT_MEMORY_MODEL": "demo"}
+
+
+def fake_model_env(fake: FakeOpenAI, *, router: bool = True, **env: str) -> dict[str, str]:
+    """The worker's model on ``fake``, and the router's unless ``router`` is false (the
+    memory stage's, and the others', the demo's)."""
+    return {
+        **DEMO,
+        "AGENT_WORKER_MODEL": "openai/gpt-test",
+        **({"AGENT_ROUTER_MODEL": "openai/gpt-test"} if router else {}),
+        "OPENAI_BASE_URL": fake.base_url,
+        "OPENAI_API_KEY": "sk-test",
+        **env,
+    }
+
+
+@contextmanager
+def serving(**env: str) -> Iterator[int]:
+    """daphne and a real worker on the test database and Redis; the daphne port."""
+    server, port = start_daphne(redis_url=settings.REDIS_URL, **env)
+    worker = start_worker(**env)
+    try:
+        yield port
+    finally:
+        stop_process(worker)
+        stop_process(server)
 
 
 def stop_process(process: subprocess.Popen[bytes]) -> None:

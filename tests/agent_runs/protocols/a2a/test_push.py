@@ -24,20 +24,20 @@ from google.protobuf.json_format import MessageToDict
 from agent_runs.models import PushConfig, PushDelivery, Run
 from agent_runs.protocols.a2a.outbound import COMPLETED, INPUT_REQUIRED, TaskProjection
 from agent_runs.push_signing import push_signature_verify
-from tests.agent_runs.protocols.a2a.conftest import DEMO, serving
 from tests.agent_runs.protocols.a2a.test_a2a_sdk import client_for, collect, message
 from tests.agent_runs.push.receiver import PushReceiver
-from tests.conftest import wait_for
+from tests.conftest import DEMO, fake_model_env, serving, wait_for
 from tests.fake_llm import FakeOpenAI
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.integration]
 
-PUSHING = {
-    **DEMO,
+# Pushes may go to loopback, and are retried at once (at the next sweep).
+PUSH_ENV = {
     "PUSH_ALLOW_PRIVATE_URLS": "true",
     "PUSH_RETRY_BASE_SECONDS": "0",
     "AGENT_RUN_SWEEP_SECONDS": "5",  # the sweep starts the retries; its minimum
 }
+PUSHING = {**DEMO, **PUSH_ENV}
 V1 = {"A2A-Version": "1.0"}
 
 
@@ -52,17 +52,9 @@ def pushing_port(redis_queue: Any) -> Iterator[int]:
 def pushing_model(redis_queue: Any) -> Iterator[FakeOpenAI]:
     """As ``pushing_port``, the router's and the worker's model a loopback server the test
     steers."""
-    with FakeOpenAI() as fake:
-        env = {
-            **PUSHING,
-            "AGENT_WORKER_MODEL": "openai/gpt-test",
-            "AGENT_ROUTER_MODEL": "openai/gpt-test",
-            "OPENAI_BASE_URL": fake.base_url,
-            "OPENAI_API_KEY": "sk-test",
-        }
-        with serving(**env) as port:
-            fake.port = port  # type: ignore[attr-defined]  # the test's handle on the server
-            yield fake
+    with FakeOpenAI() as fake, serving(**fake_model_env(fake, **PUSH_ENV)) as port:
+        fake.port = port  # type: ignore[attr-defined]  # the test's handle on the server
+        yield fake
 
 
 def pushed_message(text: str, receiver: PushReceiver, token: str) -> Any:

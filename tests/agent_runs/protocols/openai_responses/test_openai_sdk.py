@@ -5,34 +5,18 @@ docs/protocols/openai-responses.md."""
 
 import json
 from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import httpx
 import openai
 import pytest
-from django.conf import settings
 
 from agent_runs.models import Message, Run, Thread
 from billing.models import UsageRecord
-from tests.conftest import start_daphne, start_worker, stop_process, wait_for
+from tests.conftest import DEMO, fake_model_env, serving, wait_for
 from tests.fake_llm import FakeOpenAI
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.integration]
-
-DEMO = {"AGENT_WORKER_MODEL": "demo", "AGENT_ROUTER_MODEL": "demo", "AGENT_MEMORY_MODEL": "demo"}
-
-
-@contextmanager
-def serving(**env: str) -> Iterator[int]:
-    """daphne and a real worker on the test database and Redis; the daphne port."""
-    server, port = start_daphne(redis_url=settings.REDIS_URL, **env)
-    worker = start_worker(**env)
-    try:
-        yield port
-    finally:
-        stop_process(worker)
-        stop_process(server)
 
 
 @pytest.fixture
@@ -46,13 +30,7 @@ def port(redis_queue: Any) -> Iterator[int]:
 def model(redis_queue: Any) -> Iterator[FakeOpenAI]:
     """The worker's model on a loopback server the test steers (``model.port``)."""
     with FakeOpenAI() as fake:
-        env = {
-            **DEMO,
-            "AGENT_WORKER_MODEL": "openai/gpt-test",
-            "OPENAI_BASE_URL": fake.base_url,
-            "OPENAI_API_KEY": "sk-test",
-        }
-        with serving(**env) as port:
+        with serving(**fake_model_env(fake, router=False)) as port:
             fake.port = port  # type: ignore[attr-defined]  # the test's handle on the server
             yield fake
         fake.delay = 0

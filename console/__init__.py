@@ -1,0 +1,1 @@
+"""The web console (``/console/``): a page for people, on the public HTTP API."""

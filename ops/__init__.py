@@ -1,0 +1,1 @@
+"""Operations: health (``/healthz``, ``/readyz``), Prometheus metrics and log formatting."""
