@@ -1,0 +1,18 @@
+"""Writes of the console: the development demo user."""
+
+from typing import Any
+
+from django.contrib.auth import get_user_model
+
+# The user an anonymous visitor becomes in development on a local address (views.py). The
+# quick start prints an API token of the same user.
+DEMO_USERNAME = "demo"
+
+
+def demo_user_get_or_create() -> Any:
+    """The demo user, created without a usable password (nobody can sign in as it)."""
+    user, created = get_user_model().objects.get_or_create(username=DEMO_USERNAME)
+    if created:
+        user.set_unusable_password()
+        user.save(update_fields=["password"])
+    return user
