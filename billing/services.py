@@ -15,6 +15,7 @@ from django.db.models import Count, F, QuerySet, Sum
 from django.db.models.functions import TruncDate
 from django.utils import timezone
 
+from agent_runs import metrics
 from agent_runs.models import Run
 from billing import selectors
 from billing.catalog import CatalogError, CatalogPrice, tiers_key
@@ -88,7 +89,21 @@ def usage_record(
         # is billed all the same, still named by its thread_ref and run_ref.
         record.pk, record.run = None, None
         _usage_record_store(record)
+    _usage_measure(record)
     return record
+
+
+def _usage_measure(record: UsageRecord) -> None:
+    """The call in this process's metrics (docs/operations.md): a float there, never here."""
+    model = record.model_id
+    metrics.MODEL_CALLS.labels(model).inc()
+    for kind, tokens in (("input", record.input_tokens), ("output", record.output_tokens)):
+        if tokens:
+            metrics.MODEL_TOKENS.labels(model, kind).inc(tokens)
+    if record.cost is not None:
+        metrics.MODEL_COST.labels(model, record.currency).inc(float(record.cost))
+    if record.latency_ms is not None:
+        metrics.MODEL_CALL_LATENCY.labels(model).observe(record.latency_ms / 1000)
 
 
 def _usage_record_store(record: UsageRecord) -> None:

@@ -27,6 +27,7 @@ from redis.exceptions import RedisError
 from agent_runs.db import db_call
 from agent_runs.errors import RunNoLongerRunning
 from agent_runs.events.codec import TERMINAL_TYPES, EventSequence, encode_event
+from agent_runs.metrics import EVENTS_EMITTED, RUN_TIME_TO_FIRST_TOKEN
 from agent_runs.models import Run, RunEvent
 
 logger = logging.getLogger(__name__)
@@ -111,10 +112,13 @@ class RunEventEmitter:
         self._handed: list[dict[str, Any]] = []  # for the loop's writing task, not taken yet
         self._writing: asyncio.Task[None] | None = None
         self._failure: Exception | None = None
+        # When this emitter sent RUN_STARTED, until the run's first text (time to first token).
+        self._started_at: float | None = None
 
     def emit(self, event: BaseEvent) -> None:
         payload = encode_event(event)
         self.sequence.check(payload)
+        self._measure(payload["type"])
         if self._loop is not None:
             self._hand_on(self._loop, payload)
             return
@@ -125,6 +129,14 @@ class RunEventEmitter:
             or time.monotonic() - self._last_flush >= self.batch_window
         ):
             self.flush()
+
+    def _measure(self, event_type: str) -> None:
+        EVENTS_EMITTED.labels(event_type).inc()
+        if event_type == "RUN_STARTED":
+            self._started_at = time.monotonic()
+        elif event_type == "TEXT_MESSAGE_CONTENT" and self._started_at is not None:
+            RUN_TIME_TO_FIRST_TOKEN.observe(time.monotonic() - self._started_at)
+            self._started_at = None
 
     def _hand_on(self, loop: asyncio.AbstractEventLoop, payload: dict[str, Any]) -> None:
         if self._failure is not None:

@@ -3,18 +3,47 @@
 import uuid
 from typing import Any
 
+from agent_runs import metrics
+from agent_runs.log_context import run_log_context
 from agent_runs.models import Run
 from agent_runs.runtime.execution import error_code, run_execute, with_reconnect
 from agent_runs.runtime.job_stop import job_stop
 from agent_runs.services.lifecycle import run_dispatch_next, run_fail
 from agent_runs.services.push import push_delivery_attempt
 
+_ENDED = (Run.Status.COMPLETED, Run.Status.FAILED, Run.Status.CANCELLED)
+_MEASURED_FIELDS = ("run_id", "thread_id", "status", "claim_token", "created_at", "started_at")
+
 
 def run_execute_job(run_pk: int) -> None:
-    run_execute(run_pk=run_pk)
+    before = Run.objects.filter(pk=run_pk).values(*_MEASURED_FIELDS).first()
+    if before is None:
+        return  # deleted with its thread since it was queued
+    with run_log_context(run_id=before["run_id"], thread_id=str(before["thread_id"])):
+        run_execute(run_pk=run_pk)
+        _run_measure(run_pk=run_pk, before=before)
     # Stopped by a cancel (the run is cancelled already): RQ then marks the job STOPPED,
     # not finished.
     job_stop.check()
+
+
+def _run_measure(*, run_pk: int, before: dict[str, Any]) -> None:
+    """The run in this worker's metrics (docs/operations.md): its wait for its first claim,
+    and its duration from then, when it ended while this job ran it. A claim gives the run a
+    new ``claim_token`` (cleared again when it parks): a run that kept both its token and its
+    status was not run by this job."""
+    after = Run.objects.filter(pk=run_pk).values(*_MEASURED_FIELDS, "finished_at").first()
+    if after is None or after["started_at"] is None:
+        return
+    if after["claim_token"] == before["claim_token"] and after["status"] == before["status"]:
+        return
+    if before["started_at"] is None:
+        wait = after["started_at"] - after["created_at"]
+        metrics.RUN_QUEUE_WAIT.observe(max(wait.total_seconds(), 0.0))
+    if after["status"] in _ENDED and after["finished_at"] is not None:
+        duration = after["finished_at"] - after["started_at"]
+        metrics.RUNS_FINISHED.labels(after["status"]).inc()
+        metrics.RUN_DURATION.labels(after["status"]).observe(max(duration.total_seconds(), 0.0))
 
 
 def run_job_failed(job: Any, connection: Any, exc_type: Any, exc_value: Any, tb: Any) -> None:
@@ -30,6 +59,7 @@ def run_job_failed(job: Any, connection: Any, exc_type: Any, exc_value: Any, tb:
         )
         thread_id = Run.objects.filter(pk=run_pk).values_list("thread_id", flat=True).first()
         if failed and thread_id is not None:
+            metrics.RUNS_FINISHED.labels(Run.Status.FAILED).inc()
             run_dispatch_next(thread_id=thread_id)
 
     with_reconnect(fail)

@@ -12,10 +12,16 @@ What the work-horse gave, it gives in-process:
 - **liveness**: a thread beats the job's heartbeat while it runs (a forking worker's parent
   did that), in Redis for RQ and in PostgreSQL for the sweeper (``runs_recover``), which
   fails only runs whose worker died, whatever Redis has lost.
+
+And a thread beats the worker's own heartbeat in PostgreSQL (``WorkerBeat``, what
+``/readyz`` counts), every ``WORKER_BEAT_SECONDS`` from start to a clean stop, whether it runs
+a job or waits for one; with ``WORKER_METRICS_PORT`` set, a thread serves its metrics.
 """
 
+import datetime
 import gc
 import logging
+import os
 import threading
 import time
 from typing import Any
@@ -29,6 +35,7 @@ from rq.job import Job
 from rq.queue import Queue
 
 import agent_runs.runtime.jobs  # noqa: F401 - preloaded on purpose, see the module docstring
+from agent_runs import metrics
 from agent_runs.events.emitter import bookkeeping, close_event_connection
 from agent_runs.runtime import agentscope_tuning
 from agent_runs.runtime.agents import WORKER_SYSTEM_PROMPT, conversation, worker_reply
@@ -39,10 +46,13 @@ from agent_runs.runtime.execution import claim_holder
 from agent_runs.runtime.job_stop import job_stop
 from agent_runs.services.lifecycle import run_heartbeat, runs_recover
 from agent_runs.services.push import push_deliveries_enqueue_due
+from agent_runs.services.workers import worker_beat, worker_beat_end, worker_beats_prune
 
 logger = logging.getLogger(__name__)
 
 _RECHECK_AFTER_IDLE_SECONDS = 5.0
+# The rows of workers that died without a clean stop are deleted after this long.
+_DEAD_WORKER_ROWS_KEPT = datetime.timedelta(days=1)
 
 
 class RunWorker(SimpleWorker):
@@ -73,12 +83,62 @@ class RunWorker(SimpleWorker):
         # garbage collection's walk.
         gc.collect()
         gc.freeze()
+        exporter = self._serve_metrics()
+        stopped = threading.Event()
+        heart = threading.Thread(
+            target=self._beat_worker, args=(stopped,), name="worker-beat", daemon=True
+        )
+        heart.start()
         try:
             return bool(super().work(*args, **kwargs))
         finally:
+            stopped.set()
+            heart.join(timeout=5)
+            self._end_beats()
+            if exporter is not None:
+                exporter.shutdown()
             job_stop.reset()  # a stop asked of the last job must not stop the clean-up
             run_coroutine(close_event_connection())
             bookkeeping().close_connection()
+
+    def _serve_metrics(self) -> Any:
+        port = settings.WORKER_METRICS_PORT
+        if not port:
+            return None
+        return metrics.metrics_server_start(
+            host=settings.WORKER_METRICS_HOST,
+            port=port,
+            token=settings.METRICS_TOKEN,
+            allowed=metrics.metrics_networks(settings.METRICS_ALLOWED_IPS),
+        )
+
+    def _beat_worker(self, stopped: threading.Event) -> None:
+        """Beat this worker's row in PostgreSQL until it stops (a failed beat is logged; the
+        next one tries again). The first also clears the rows of workers long dead."""
+        prune = True
+        while True:
+            try:
+                worker_beat(
+                    name=self.name,
+                    hostname=self.hostname or "",
+                    pid=os.getpid(),
+                    queues=self.queue_names(),
+                )
+                if prune:
+                    worker_beats_prune(older_than=_DEAD_WORKER_ROWS_KEPT)
+                    prune = False
+            except DatabaseError:
+                logger.warning("the beat of worker %s failed", self.name, exc_info=True)
+            finally:
+                db_connection.close()  # this thread's: back to the pool between beats
+            if stopped.wait(settings.WORKER_BEAT_SECONDS):
+                return
+
+    def _end_beats(self) -> None:
+        try:
+            worker_beat_end(name=self.name)
+        except DatabaseError:  # it goes stale on its own
+            logger.warning("the beat of worker %s was not ended", self.name, exc_info=True)
 
     def execute_job(self, job: Job, queue: Queue) -> None:
         job_stop.reset(job_id=job.id)

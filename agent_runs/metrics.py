@@ -1,0 +1,149 @@
+"""Prometheus metrics that each process keeps for itself (docs/operations.md, "Metrics"):
+incremented where things happen (the emitter, the job, the usage records, the HTTP
+middleware), served by the web processes at ``/metrics`` and by a worker on
+``WORKER_METRICS_PORT`` (``metrics_server_start``).
+
+Figures for the whole fleet (runs by status, the queue) are read from PostgreSQL and Redis
+when scraped, by ``ops.collectors``. This module imports ``prometheus_client`` and the
+standard library only, so that the core may import it.
+"""
+
+import hmac
+import ipaddress
+import threading
+from collections.abc import Sequence
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    REGISTRY,
+    Counter,
+    Histogram,
+    generate_latest,
+)
+
+IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+# --- the runs (the worker) ---
+EVENTS_EMITTED = Counter(
+    "agent_run_events_emitted", "AG-UI events a run's emitter wrote, by type.", ["type"]
+)
+RUNS_FINISHED = Counter("agent_runs_finished", "Runs a job ended, by final status.", ["status"])
+RUN_DURATION = Histogram(
+    "agent_run_duration_seconds",
+    "From a run's claim (started_at) to its end, by final status.",
+    ["status"],
+    buckets=(0.5, 1, 2.5, 5, 10, 20, 30, 60, 120, 300, 600),
+)
+RUN_QUEUE_WAIT = Histogram(
+    "agent_run_queue_wait_seconds",
+    "From a run's creation to its claim by a worker.",
+    buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300),
+)
+RUN_TIME_TO_FIRST_TOKEN = Histogram(
+    "agent_run_time_to_first_token_seconds",
+    "From a run's RUN_STARTED to its first TEXT_MESSAGE_CONTENT.",
+    buckets=(0.1, 0.25, 0.5, 1, 2, 3, 5, 10, 20, 30, 60),
+)
+
+# --- the model calls (where their usage is recorded) ---
+MODEL_CALLS = Counter("agent_model_calls", "Model calls recorded, by model.", ["model"])
+MODEL_TOKENS = Counter(
+    "agent_model_tokens",
+    "Tokens of the recorded model calls, by model and kind (input, output).",
+    ["model", "kind"],
+)
+MODEL_COST = Counter(
+    "agent_model_cost",
+    "Cost of the recorded model calls whose cost is known, by model and currency (a float "
+    "here; the usage records keep exact decimals).",
+    ["model", "currency"],
+)
+MODEL_CALL_LATENCY = Histogram(
+    "agent_model_call_latency_seconds",
+    "Latency of the recorded model calls, by model.",
+    ["model"],
+    buckets=(0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120),
+)
+
+# --- HTTP (the web processes; ops.middleware) ---
+HTTP_REQUESTS = Counter(
+    "http_requests",
+    "HTTP requests answered by Django, by route pattern, method and status.",
+    ["route", "method", "status"],
+)
+HTTP_REQUEST_DURATION = Histogram(
+    "http_request_duration_seconds",
+    "Time until the response (a streamed one's headers), by route pattern and method.",
+    ["route", "method"],
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+)
+
+
+def metrics_networks(cidrs: Sequence[str]) -> list[IPNetwork]:
+    """``METRICS_ALLOWED_IPS`` read (``ValueError`` on an address that is not one)."""
+    return [ipaddress.ip_network(cidr, strict=False) for cidr in cidrs]
+
+
+def metrics_access(
+    *,
+    remote_addr: str,
+    authorization: str | None,
+    token: str,
+    allowed: Sequence[IPNetwork],
+) -> int:
+    """Who may read the metrics, as an HTTP status: 200, 403 (an address not allowed) or
+    401 (a token asked for and not given). An address must be in ``allowed`` when it is set,
+    and the bearer ``token`` is required when it is set; with neither, loopback only."""
+    try:
+        address = ipaddress.ip_address(remote_addr)
+    except ValueError:
+        return 403
+    if allowed:
+        if not any(address in network for network in allowed):
+            return 403
+    elif not token and not address.is_loopback:
+        return 403
+    if token:
+        scheme, _, given = (authorization or "").partition(" ")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip(), token):
+            return 401
+    return 200
+
+
+def metrics_text() -> tuple[bytes, str]:
+    """This process's metrics in the text exposition format, and its content type."""
+    return generate_latest(REGISTRY), CONTENT_TYPE_LATEST
+
+
+def metrics_server_start(
+    *, host: str, port: int, token: str, allowed: Sequence[IPNetwork]
+) -> ThreadingHTTPServer:
+    """Serve this process's metrics on ``host:port`` from a daemon thread (a worker, which
+    serves no HTTP otherwise), under the same rule as the web's ``/metrics``."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            status = metrics_access(
+                remote_addr=self.client_address[0],
+                authorization=self.headers.get("Authorization"),
+                token=token,
+                allowed=allowed,
+            )
+            body, content_type = metrics_text() if status == 200 else (b"forbidden\n", "text/plain")
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            if status == 401:
+                self.send_header("WWW-Authenticate", "Bearer")
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass  # a scrape every few seconds is not worth a log line
+
+    server = ThreadingHTTPServer((host, port), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, name="metrics-server", daemon=True).start()
+    return server
