@@ -1,9 +1,17 @@
-"""Threads, runs and messages for staff. History is read-only: it is what the user saw."""
+"""Threads, runs and messages for staff. History is read-only: it is what the user saw. A
+run's page shows it as a timeline (agent_runs/timeline.py, docs/admin.md) above its raw
+events."""
 
+import json
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from django.contrib import admin
-from django.http import HttpRequest
+from django.db.models import QuerySet
+from django.forms.models import BaseInlineFormSet
+from django.http import HttpRequest, HttpResponse
+from django.utils import timezone
 
 from agent_runs.models import (
     ApiToken,
@@ -19,6 +27,7 @@ from agent_runs.models import (
     UserProfile,
 )
 from agent_runs.services.push import push_deliveries_retry
+from agent_runs.timeline import timeline_build
 from billing import selectors as billing_selectors
 
 
@@ -39,17 +48,29 @@ class MessageInline(ReadOnlyAdminMixin, admin.TabularInline):
     ordering = ("seq",)
 
 
+class RawEventsFormSet(BaseInlineFormSet):
+    """No form per event (a run has thousands, all read-only) and no read of its own: the
+    inline's template shows the events the run page read once for its timeline
+    (``raw_events``)."""
+
+    def get_queryset(self) -> QuerySet[RunEvent]:
+        return super().get_queryset().none()
+
+
 class RunEventInline(ReadOnlyAdminMixin, admin.TabularInline):
-    """The run's AG-UI events as a timeline, in the order clients received them."""
+    """The run's AG-UI events as stored, in the order clients received them, below its
+    timeline."""
 
     model = RunEvent
+    formset = RawEventsFormSet
+    template = "admin/agent_runs/run/raw_events.html"
     fields = ("id", "type", "payload", "created_at")
     readonly_fields = fields
     extra = 0
     can_delete = False
     ordering = ("id",)
-    verbose_name = "event"
-    verbose_name_plural = "events (timeline)"
+    verbose_name = "raw event"
+    verbose_name_plural = "raw events (timeline)"
 
 
 class RunInline(ReadOnlyAdminMixin, admin.TabularInline):
@@ -83,12 +104,22 @@ class RunAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     search_fields = ("run_id", "=thread__id", "=task_id", "parent_run_id")
     list_select_related = ("thread__owner",)
     date_hierarchy = "created_at"
-    readonly_fields = [*(field.name for field in Run._meta.fields), "cost"]
+    # The cost is in the timeline's header, from the records the timeline reads.
+    readonly_fields = [field.name for field in Run._meta.fields]
     inlines = (MessageInline, RunEventInline)
 
-    @admin.display(description="cost")
-    def cost(self, run: Run) -> str:
-        return billing_selectors.run_cost_display(run=run)
+    def render_change_form(
+        self,
+        request: HttpRequest,
+        context: dict[str, Any],
+        add: bool = False,
+        change: bool = False,
+        form_url: str = "",
+        obj: Run | None = None,
+    ) -> HttpResponse:
+        if obj is not None:
+            context.update(run_timeline_context(run=obj))
+        return super().render_change_form(request, context, add, change, form_url, obj)
 
     @admin.display(ordering="thread__owner__username")
     def owner(self, run: Run) -> Any:
@@ -99,6 +130,43 @@ class RunAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         if run.started_at and run.finished_at:
             return f"{(run.finished_at - run.started_at).total_seconds():.3f}"
         return "-"
+
+
+@dataclass(frozen=True)
+class RawEvent:
+    id: int
+    type: str
+    payload: str  # the stored JSON
+    created_at: datetime
+
+
+def run_timeline_context(*, run: Run) -> dict[str, Any]:
+    """The run page's timeline, its header's usage and its raw events: one query for the
+    run's events, one for its model calls, however many there are."""
+    events = list(RunEvent.objects.filter(run=run).order_by("id"))
+    model_calls = billing_selectors.run_model_calls(run=run)
+    timeline = timeline_build(
+        events=events,
+        model_calls=model_calls.records,
+        created_at=run.created_at,
+        started_at=run.started_at,
+        finished_at=run.finished_at,
+        now=timezone.now() if run.status == Run.Status.RUNNING else None,
+    )
+    return {
+        "timeline": timeline,
+        "usage": model_calls.summary,
+        "cost_text": billing_selectors.usage_cost_display(model_calls.summary),
+        "raw_events": [
+            RawEvent(
+                id=event.pk,
+                type=event.type,
+                payload=json.dumps(event.payload, ensure_ascii=False),
+                created_at=event.created_at,
+            )
+            for event in events
+        ],
+    }
 
 
 @admin.register(Message)

@@ -78,9 +78,30 @@ def run_usage_digest(*, run: Run, any_records: bool = True) -> dict[str, Any]:
     return usage_digest(run_usage_summary(run=run))
 
 
+@dataclass(frozen=True)
+class RunModelCalls:
+    """A run's model calls (its usage records, in the order they were recorded) and their
+    ``usage_summary`` and cost."""
+
+    records: list[UsageRecord]
+    summary: UsageSummary
+
+
+def run_model_calls(*, run: Run) -> RunModelCalls:
+    """The run's usage records and their summary, in one query (the admin's run timeline)."""
+    records = list(UsageRecord.objects.filter(run=run).order_by("created_at", "id"))
+    return RunModelCalls(
+        records=records, summary=summarise([_priced_call(record) for record in records])
+    )
+
+
 def run_cost_display(*, run: Run) -> str:
     """The run's cost for the admin: ``"0.000123 USD (catalog_fallback, 3 calls)"``."""
-    summary = run_usage_summary(run=run)
+    return usage_cost_display(run_usage_summary(run=run))
+
+
+def usage_cost_display(summary: UsageSummary) -> str:
+    """A usage summary's cost as ``run_cost_display`` words it."""
     calls = summary.model_call_records
     if not calls:
         return "no model calls recorded"

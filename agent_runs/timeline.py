@@ -1,0 +1,432 @@
+"""A run as a timeline for staff: its stages as bars on a time axis, the tool calls and model
+calls inside them, the time to first token and the terminal event. Pure: the run's stored
+events (docs/protocols/agui.md, "The events of a run") and its model calls' usage records
+in, shapes to draw out; no ORM, no I/O.
+
+Times are when things were stored: an event's is the time of the batch it was written in
+(events written together share it), a model call's the time its usage was recorded, as the
+call ended (it started ``latency_ms`` before). Positions on the axis are percentages of the
+span from the first to the last thing the run did.
+"""
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from decimal import Decimal
+from typing import Any, Protocol
+
+TERMINAL_TYPES = frozenset({"RUN_FINISHED", "RUN_ERROR"})
+# Arguments and results longer than this are cut on the timeline; the raw events keep them.
+TEXT_LIMIT = 2000
+# Axis steps, in milliseconds: the smallest that gives at most MAX_TICKS intervals is used.
+TICK_STEPS_MS = [
+    *(base * scale for scale in (1, 10, 100, 1000) for base in (1, 2, 5)),
+    *(10_000, 15_000, 30_000, 60_000, 120_000, 300_000, 600_000, 1_800_000, 3_600_000),
+]
+MAX_TICKS = 8
+
+
+class JournalEvent(Protocol):
+    """A stored event, as ``agent_runs.models.RunEvent`` has it."""
+
+    @property
+    def type(self) -> str: ...
+    @property
+    def payload(self) -> Any: ...
+    @property
+    def created_at(self) -> datetime: ...
+
+
+class ModelCallRecord(Protocol):
+    """A model call's usage record, as ``billing.models.UsageRecord`` has it."""
+
+    @property
+    def stage(self) -> str: ...
+    @property
+    def model_id(self) -> str: ...
+    @property
+    def created_at(self) -> datetime: ...
+    @property
+    def input_tokens(self) -> int | None: ...
+    @property
+    def output_tokens(self) -> int | None: ...
+    @property
+    def total_tokens(self) -> int | None: ...
+    @property
+    def latency_ms(self) -> int | None: ...
+    @property
+    def cost(self) -> Decimal | None: ...
+    @property
+    def currency(self) -> str: ...
+    @property
+    def cost_source(self) -> str: ...
+
+
+@dataclass
+class Span:
+    """Something with a start and, once it ended, an end; placed on the axis by ``_place``."""
+
+    started_at: datetime
+    ended_at: datetime | None
+    left: str = "0"  # CSS percentages of the axis
+    width: str = "0"
+    offset_ms: int = 0  # from the axis' origin
+
+    @property
+    def duration_ms(self) -> int | None:
+        if self.ended_at is None:
+            return None
+        return _ms(self.ended_at - self.started_at)
+
+    @property
+    def duration_text(self) -> str:
+        duration = self.duration_ms
+        return "unfinished" if duration is None else duration_text(duration)
+
+    @property
+    def offset_text(self) -> str:
+        """When it started, from the axis' origin: ``+184 ms``."""
+        return f"+{duration_text(self.offset_ms)}"
+
+
+@dataclass
+class ToolCall(Span):
+    tool_call_id: str = ""
+    name: str = ""
+    stage: str = ""
+    args: str = ""  # JSON, indented, cut at TEXT_LIMIT
+    result: str | None = None
+    status: str = "no result"  # the result's status: success, failure, partial
+    error: str | None = None
+    kind: str = "tool"
+
+
+@dataclass
+class ModelCall(Span):
+    stage: str = ""
+    model_id: str = ""
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    total_tokens: int | None = None
+    latency_ms: int | None = None
+    cost: Decimal | None = None
+    currency: str = ""
+    cost_source: str = ""
+    kind: str = "model"
+
+
+@dataclass
+class StageBar(Span):
+    """One stage between its STEP_STARTED and STEP_FINISHED; ``ended_at`` is None when it
+    never finished (then its bar runs to the run's end or to now)."""
+
+    name: str = ""
+    drawn_until: datetime | None = None
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    model_calls: list[ModelCall] = field(default_factory=list)
+    has_step_events: bool = True  # False: drawn from its model calls alone
+
+    @property
+    def calls(self) -> list[ToolCall | ModelCall]:
+        """Its model calls and tool calls, in the order they started."""
+        calls: list[ToolCall | ModelCall] = [*self.model_calls, *self.tool_calls]
+        return sorted(calls, key=lambda call: call.started_at)
+
+
+@dataclass(frozen=True)
+class Marker:
+    label: str
+    left: str
+
+
+@dataclass(frozen=True)
+class Terminal:
+    type: str  # RUN_FINISHED or RUN_ERROR
+    code: str | None
+    message: str | None
+    at: datetime
+
+
+@dataclass
+class Timeline:
+    stages: list[StageBar]
+    tool_calls: list[ToolCall]
+    model_calls: list[ModelCall]
+    terminal: Terminal | None
+    ttft_ms: int | None
+    queue_wait_ms: int | None
+    duration_ms: int | None
+    duration_so_far: bool  # the run has not ended: ``duration_ms`` is up to now
+    event_count: int
+    origin: datetime | None = None
+    span_ms: int = 0
+    ticks: list[Marker] = field(default_factory=list)
+    ttft_marker: Marker | None = None
+    terminal_marker: Marker | None = None
+
+    @property
+    def empty(self) -> bool:
+        return self.origin is None
+
+    @property
+    def ttft_text(self) -> str:
+        return "-" if self.ttft_ms is None else duration_text(self.ttft_ms)
+
+    @property
+    def queue_wait_text(self) -> str:
+        return "-" if self.queue_wait_ms is None else duration_text(self.queue_wait_ms)
+
+    @property
+    def duration_text(self) -> str:
+        if self.duration_ms is None:
+            return "-"
+        text = duration_text(self.duration_ms)
+        return f"{text} so far" if self.duration_so_far else text
+
+
+def timeline_build(
+    *,
+    events: Sequence[JournalEvent],
+    model_calls: Sequence[ModelCallRecord],
+    created_at: datetime,
+    started_at: datetime | None,
+    finished_at: datetime | None,
+    now: datetime | None = None,
+) -> Timeline:
+    """The run's timeline from its events in journal order and its model calls (any order).
+
+    ``now``: the run is still going, so a stage that has not finished runs until now;
+    without it such a stage ends at the terminal event or the last thing the run did."""
+    stages, tool_calls = _stages_and_tools(events)
+    calls = sorted((_model_call(record) for record in model_calls), key=lambda c: c.started_at)
+    _assign_model_calls(stages, calls)
+    terminal = _terminal(events)
+    timeline = Timeline(
+        stages=sorted(stages, key=lambda stage: stage.started_at),
+        tool_calls=sorted(tool_calls, key=lambda call: call.started_at),
+        model_calls=calls,
+        terminal=terminal,
+        ttft_ms=_ttft_ms(events),
+        queue_wait_ms=_ms(started_at - created_at) if started_at else None,
+        duration_ms=_run_duration_ms(started_at, finished_at, now),
+        duration_so_far=started_at is not None and finished_at is None and now is not None,
+        event_count=len(events),
+    )
+    moments = [
+        *(event.created_at for event in events),
+        *(call.started_at for call in calls),
+        *(call.ended_at for call in calls if call.ended_at),
+    ]
+    if not moments:
+        return timeline
+    origin = min([*moments, *([started_at] if started_at else [])])
+    end = max([*moments, *([finished_at] if finished_at else []), *([now] if now else [])])
+    _place_all(timeline, origin=origin, end=end, events=events)
+    return timeline
+
+
+def _stages_and_tools(events: Sequence[JournalEvent]) -> tuple[list[StageBar], list[ToolCall]]:
+    """A bar per STEP_STARTED, closed by the next STEP_FINISHED of its name; a tool call per
+    TOOL_CALL_START, completed by its ARGS, END and RESULT (matched by ``toolCallId``)."""
+    stages: list[StageBar] = []
+    open_stages: list[StageBar] = []
+    tools: dict[str, ToolCall] = {}
+    for event in events:
+        payload = event.payload if isinstance(event.payload, dict) else {}
+        if event.type == "STEP_STARTED":
+            stage = StageBar(started_at=event.created_at, ended_at=None, name=_step_name(payload))
+            stages.append(stage)
+            open_stages.append(stage)
+        elif event.type == "STEP_FINISHED":
+            name = _step_name(payload)
+            for stage in reversed(open_stages):
+                if stage.name == name:
+                    stage.ended_at = event.created_at
+                    open_stages.remove(stage)
+                    break
+        elif event.type.startswith("TOOL_CALL_"):
+            _tool_event(tools, event, payload, open_stages)
+    for call in tools.values():
+        _stage_named(stages, call.stage, call.started_at).tool_calls.append(call)
+    return stages, list(tools.values())
+
+
+def _tool_event(
+    tools: dict[str, ToolCall],
+    event: JournalEvent,
+    payload: dict[str, Any],
+    open_stages: list[StageBar],
+) -> None:
+    call_id = str(payload.get("toolCallId") or payload.get("tool_call_id") or "")
+    call = tools.get(call_id)
+    if call is None:
+        stage = payload.get("stage") or (open_stages[-1].name if open_stages else "")
+        call = ToolCall(
+            started_at=event.created_at, ended_at=None, tool_call_id=call_id, stage=str(stage)
+        )
+        tools[call_id] = call
+    call.name = str(payload.get("toolCallName") or payload.get("tool_name") or call.name)
+    if event.type == "TOOL_CALL_ARGS" and not call.args:
+        call.args = _json_text(payload["args"] if "args" in payload else payload.get("delta"))
+    elif event.type == "TOOL_CALL_END" and call.ended_at is None:
+        call.ended_at = event.created_at
+    elif event.type == "TOOL_CALL_RESULT":
+        call.ended_at = event.created_at
+        if "tool_call_args" in payload:
+            call.args = _json_text(payload["tool_call_args"])
+        result = payload.get("result", payload.get("content"))
+        call.result = None if result is None else _cut(str(result))
+        call.status = str(payload.get("status") or "no status")
+        call.error = None if payload.get("error") is None else _cut(str(payload["error"]))
+
+
+def _stage_named(stages: list[StageBar], name: str, at: datetime) -> StageBar:
+    """The bar of stage ``name`` running at ``at`` (else the last one started by then, else its
+    first), or a new bar without step events when the journal has none of that name."""
+    named = [stage for stage in stages if stage.name == name]
+    for stage in reversed(named):
+        if stage.started_at <= at and (stage.ended_at is None or at <= stage.ended_at):
+            return stage
+    for stage in reversed(named):
+        if stage.started_at <= at:
+            return stage
+    if named:
+        return named[0]
+    stage = StageBar(started_at=at, ended_at=at, name=name, has_step_events=False)
+    stages.append(stage)
+    return stage
+
+
+def _model_call(record: ModelCallRecord) -> ModelCall:
+    latency = timedelta(milliseconds=record.latency_ms or 0)
+    return ModelCall(
+        started_at=record.created_at - latency,
+        ended_at=record.created_at,
+        stage=record.stage,
+        model_id=record.model_id,
+        input_tokens=record.input_tokens,
+        output_tokens=record.output_tokens,
+        total_tokens=record.total_tokens,
+        latency_ms=record.latency_ms,
+        cost=record.cost,
+        currency=record.currency,
+        cost_source=record.cost_source,
+    )
+
+
+def _assign_model_calls(stages: list[StageBar], calls: list[ModelCall]) -> None:
+    for call in calls:
+        stage = _stage_named(stages, call.stage, call.ended_at or call.started_at)
+        stage.model_calls.append(call)
+        if not stage.has_step_events:  # a bar drawn from its calls spans them
+            stage.started_at = min(stage.started_at, call.started_at)
+            stage.ended_at = max(
+                stage.ended_at or call.started_at, call.ended_at or call.started_at
+            )
+
+
+def _terminal(events: Sequence[JournalEvent]) -> Terminal | None:
+    for event in reversed(events):
+        if event.type in TERMINAL_TYPES:
+            payload = event.payload if isinstance(event.payload, dict) else {}
+            return Terminal(
+                type=event.type,
+                code=payload.get("code"),
+                message=payload.get("message"),
+                at=event.created_at,
+            )
+    return None
+
+
+def _ttft_ms(events: Sequence[JournalEvent]) -> int | None:
+    """From RUN_STARTED to the first TEXT_MESSAGE_CONTENT after it."""
+    started: datetime | None = None
+    for event in events:
+        if event.type == "RUN_STARTED" and started is None:
+            started = event.created_at
+        elif event.type == "TEXT_MESSAGE_CONTENT" and started is not None:
+            return _ms(event.created_at - started)
+    return None
+
+
+def _run_duration_ms(
+    started_at: datetime | None, finished_at: datetime | None, now: datetime | None
+) -> int | None:
+    if started_at is None:
+        return None
+    end = finished_at or now
+    return None if end is None else _ms(end - started_at)
+
+
+def _place_all(
+    timeline: Timeline, *, origin: datetime, end: datetime, events: Sequence[JournalEvent]
+) -> None:
+    span_ms = max(_ms(end - origin), 1)
+    timeline.origin, timeline.span_ms = origin, span_ms
+    run_end = timeline.terminal.at if timeline.terminal else end
+    for stage in timeline.stages:
+        stage.drawn_until = stage.ended_at or max(run_end, stage.started_at)
+        _place(stage, origin, span_ms, stage.drawn_until)
+    for call in [*timeline.tool_calls, *timeline.model_calls]:
+        _place(call, origin, span_ms, call.ended_at or call.started_at)
+    timeline.ticks = _ticks(span_ms)
+    first_content = next((e for e in events if e.type == "TEXT_MESSAGE_CONTENT"), None)
+    if timeline.ttft_ms is not None and first_content is not None:
+        at = _percent(_ms(first_content.created_at - origin), span_ms)
+        timeline.ttft_marker = Marker(label=f"TTFT {timeline.ttft_text}", left=at)
+    if timeline.terminal:
+        at = _percent(_ms(timeline.terminal.at - origin), span_ms)
+        timeline.terminal_marker = Marker(label=timeline.terminal.type, left=at)
+
+
+def _place(span: Span, origin: datetime, span_ms: int, until: datetime) -> None:
+    span.offset_ms = _ms(span.started_at - origin)
+    span.left = _percent(span.offset_ms, span_ms)
+    span.width = _percent(max(_ms(until - span.started_at), 0), span_ms)
+
+
+def _ticks(span_ms: int) -> list[Marker]:
+    step = next((s for s in TICK_STEPS_MS if span_ms / s <= MAX_TICKS), TICK_STEPS_MS[-1])
+    return [
+        Marker(label=duration_text(at), left=_percent(at, span_ms))
+        for at in range(0, span_ms + 1, step)
+    ]
+
+
+def duration_text(ms: int) -> str:
+    """``850 ms``, ``1.25 s``, ``2 min 05 s``."""
+    if ms < 1000:
+        return f"{ms} ms"
+    if ms < 60_000:
+        return f"{ms // 1000}.{ms % 1000 // 10:02d} s"  # cut, never rounded up to 60.00
+    minutes, seconds = divmod(ms // 1000, 60)
+    return f"{minutes} min {seconds:02d} s"
+
+
+def _percent(part_ms: int, whole_ms: int) -> str:
+    value = min(max(Decimal(part_ms) * 100 / Decimal(whole_ms), Decimal(0)), Decimal(100))
+    return f"{value:.2f}"
+
+
+def _ms(delta: timedelta) -> int:
+    return max(int(delta / timedelta(milliseconds=1)), 0)
+
+
+def _step_name(payload: dict[str, Any]) -> str:
+    return str(payload.get("stepName") or payload.get("step_name") or "")
+
+
+def _json_text(value: Any) -> str:
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return _cut(value)
+    return _cut(json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True))
+
+
+def _cut(text: str) -> str:
+    if len(text) <= TEXT_LIMIT:
+        return text
+    return f"{text[:TEXT_LIMIT]}… ({len(text) - TEXT_LIMIT} more characters)"
