@@ -30,37 +30,24 @@ MAX_TICKS = 8
 class JournalEvent(Protocol):
     """A stored event, as ``agent_runs.models.RunEvent`` has it."""
 
-    @property
-    def type(self) -> str: ...
-    @property
-    def payload(self) -> Any: ...
-    @property
-    def created_at(self) -> datetime: ...
+    type: str
+    payload: Any
+    created_at: datetime
 
 
 class ModelCallRecord(Protocol):
     """A model call's usage record, as ``billing.models.UsageRecord`` has it."""
 
-    @property
-    def stage(self) -> str: ...
-    @property
-    def model_id(self) -> str: ...
-    @property
-    def created_at(self) -> datetime: ...
-    @property
-    def input_tokens(self) -> int | None: ...
-    @property
-    def output_tokens(self) -> int | None: ...
-    @property
-    def total_tokens(self) -> int | None: ...
-    @property
-    def latency_ms(self) -> int | None: ...
-    @property
-    def cost(self) -> Decimal | None: ...
-    @property
-    def currency(self) -> str: ...
-    @property
-    def cost_source(self) -> str: ...
+    stage: str
+    model_id: str
+    created_at: datetime
+    input_tokens: int | None
+    output_tokens: int | None
+    total_tokens: int | None
+    latency_ms: int | None
+    cost: Decimal | None
+    currency: str
+    cost_source: str
 
 
 @dataclass
@@ -171,17 +158,15 @@ class Timeline:
 
     @property
     def ttft_text(self) -> str:
-        return "-" if self.ttft_ms is None else duration_text(self.ttft_ms)
+        return _text_or_dash(self.ttft_ms)
 
     @property
     def queue_wait_text(self) -> str:
-        return "-" if self.queue_wait_ms is None else duration_text(self.queue_wait_ms)
+        return _text_or_dash(self.queue_wait_ms)
 
     @property
     def duration_text(self) -> str:
-        if self.duration_ms is None:
-            return "-"
-        text = duration_text(self.duration_ms)
+        text = _text_or_dash(self.duration_ms)
         return f"{text} so far" if self.duration_so_far else text
 
 
@@ -316,14 +301,14 @@ def _model_call(record: ModelCallRecord) -> ModelCall:
 
 
 def _assign_model_calls(stages: list[StageBar], calls: list[ModelCall]) -> None:
+    """Each call in its stage's bar, which spans it: an event's time is when its batch was
+    written, which can be after the call it announced began."""
     for call in calls:
         stage = _stage_named(stages, call.stage, call.ended_at or call.started_at)
         stage.model_calls.append(call)
-        if not stage.has_step_events:  # a bar drawn from its calls spans them
-            stage.started_at = min(stage.started_at, call.started_at)
-            stage.ended_at = max(
-                stage.ended_at or call.started_at, call.ended_at or call.started_at
-            )
+        stage.started_at = min(stage.started_at, call.started_at)
+        if stage.ended_at is not None and call.ended_at is not None:
+            stage.ended_at = max(stage.ended_at, call.ended_at)
 
 
 def _terminal(events: Sequence[JournalEvent]) -> Terminal | None:
@@ -402,6 +387,10 @@ def duration_text(ms: int) -> str:
         return f"{ms // 1000}.{ms % 1000 // 10:02d} s"  # cut, never rounded up to 60.00
     minutes, seconds = divmod(ms // 1000, 60)
     return f"{minutes} min {seconds:02d} s"
+
+
+def _text_or_dash(ms: int | None) -> str:
+    return "-" if ms is None else duration_text(ms)
 
 
 def _percent(part_ms: int, whole_ms: int) -> str:

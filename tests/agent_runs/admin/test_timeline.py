@@ -131,6 +131,17 @@ def test_model_calls_in_any_order_come_out_by_start_each_in_the_stage_it_ran_in(
     assert timeline.model_calls[0].cost == Decimal("0.000203952")
 
 
+def test_a_stage_bar_spans_a_call_that_began_before_its_step_event_was_written():
+    """STEP_STARTED is stored with its batch, which can be written while the call runs."""
+    calls = [Call(stage="router", created_at=at(120), latency_ms=130)]  # from -10 to 120 ms
+    timeline = build(journal(), calls, started_at=at(-20))
+
+    router = timeline.stages[0]
+    assert (router.started_at, router.ended_at) == (at(-10), at(120))
+    assert router.duration_text == "130 ms" and router.offset_text == "+10 ms"
+    assert timeline.stages[1].started_at == at(100)  # the worker's own step time
+
+
 def test_events_that_share_a_stored_time_keep_their_journal_order():
     """Events written in one batch share their time: the journal's order decides."""
     events = [
