@@ -1,5 +1,5 @@
 """Threads, runs and messages for staff. History is read-only: it is what the user saw. A
-run's page shows it as a timeline (agent_runs/timeline.py, docs/admin.md) above its raw
+run's page shows it as a timeline (agent_runs/timeline/, docs/admin.md) above its raw
 events."""
 
 import json

@@ -1,4 +1,4 @@
-"""The pure timeline builder (agent_runs/timeline.py) on crafted events and model calls."""
+"""The pure timeline builder (agent_runs/timeline/) on crafted events and model calls."""
 
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -260,11 +260,21 @@ def test_long_arguments_and_results_are_cut_and_say_how_much():
 
 
 def test_durations_read_in_milliseconds_seconds_or_minutes():
-    assert [duration_text(ms) for ms in (0, 999, 1000, 1250, 59_999, 125_000)] == [
+    assert [duration_text(ms) for ms in (0, 999, 1000, 1250, 59_999, 125_000, 10_920_000)] == [
         "0 ms",
         "999 ms",
         "1.00 s",
         "1.25 s",
         "59.99 s",
         "2 min 05 s",
+        "3 h 02 min",
     ]
+
+
+def test_a_long_axis_still_has_a_handful_of_ticks():
+    """A run stuck running for days: the axis up to now, in at most eight intervals."""
+    events = journal()[:4]
+    timeline = build(events, finished_at=None, now=at(3 * 24 * 3_600_000))
+
+    assert 2 <= len(timeline.ticks) <= 9
+    assert timeline.ticks[0].label == "0 ms" and timeline.duration_text == "72 h 00 min so far"

@@ -11,10 +11,25 @@ span from the first to the last thing the run did.
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
-from typing import Any, Protocol
+from typing import Any
+
+from agent_runs.timeline.shapes import (
+    JournalEvent,
+    Marker,
+    ModelCall,
+    ModelCallRecord,
+    Span,
+    StageBar,
+    Terminal,
+    Timeline,
+    ToolCall,
+    duration_text,
+    ms_of,
+)
+
+__all__ = ["TEXT_LIMIT", "Timeline", "duration_text", "timeline_build"]
 
 TERMINAL_TYPES = frozenset({"RUN_FINISHED", "RUN_ERROR"})
 # Arguments and results longer than this are cut on the timeline; the raw events keep them.
@@ -25,149 +40,6 @@ TICK_STEPS_MS = [
     *(10_000, 15_000, 30_000, 60_000, 120_000, 300_000, 600_000, 1_800_000, 3_600_000),
 ]
 MAX_TICKS = 8
-
-
-class JournalEvent(Protocol):
-    """A stored event, as ``agent_runs.models.RunEvent`` has it."""
-
-    type: str
-    payload: Any
-    created_at: datetime
-
-
-class ModelCallRecord(Protocol):
-    """A model call's usage record, as ``billing.models.UsageRecord`` has it."""
-
-    stage: str
-    model_id: str
-    created_at: datetime
-    input_tokens: int | None
-    output_tokens: int | None
-    total_tokens: int | None
-    latency_ms: int | None
-    cost: Decimal | None
-    currency: str
-    cost_source: str
-
-
-@dataclass
-class Span:
-    """Something with a start and, once it ended, an end; placed on the axis by ``_place``."""
-
-    started_at: datetime
-    ended_at: datetime | None
-    left: str = "0"  # CSS percentages of the axis
-    width: str = "0"
-    offset_ms: int = 0  # from the axis' origin
-
-    @property
-    def duration_ms(self) -> int | None:
-        if self.ended_at is None:
-            return None
-        return _ms(self.ended_at - self.started_at)
-
-    @property
-    def duration_text(self) -> str:
-        duration = self.duration_ms
-        return "unfinished" if duration is None else duration_text(duration)
-
-    @property
-    def offset_text(self) -> str:
-        """When it started, from the axis' origin: ``+184 ms``."""
-        return f"+{duration_text(self.offset_ms)}"
-
-
-@dataclass
-class ToolCall(Span):
-    tool_call_id: str = ""
-    name: str = ""
-    stage: str = ""
-    args: str = ""  # JSON, indented, cut at TEXT_LIMIT
-    result: str | None = None
-    status: str = "no result"  # the result's status: success, failure, partial
-    error: str | None = None
-    kind: str = "tool"
-
-
-@dataclass
-class ModelCall(Span):
-    stage: str = ""
-    model_id: str = ""
-    input_tokens: int | None = None
-    output_tokens: int | None = None
-    total_tokens: int | None = None
-    latency_ms: int | None = None
-    cost: Decimal | None = None
-    currency: str = ""
-    cost_source: str = ""
-    kind: str = "model"
-
-
-@dataclass
-class StageBar(Span):
-    """One stage between its STEP_STARTED and STEP_FINISHED; ``ended_at`` is None when it
-    never finished (then its bar runs to the run's end or to now)."""
-
-    name: str = ""
-    drawn_until: datetime | None = None
-    tool_calls: list[ToolCall] = field(default_factory=list)
-    model_calls: list[ModelCall] = field(default_factory=list)
-    has_step_events: bool = True  # False: drawn from its model calls alone
-
-    @property
-    def calls(self) -> list[ToolCall | ModelCall]:
-        """Its model calls and tool calls, in the order they started."""
-        calls: list[ToolCall | ModelCall] = [*self.model_calls, *self.tool_calls]
-        return sorted(calls, key=lambda call: call.started_at)
-
-
-@dataclass(frozen=True)
-class Marker:
-    label: str
-    left: str
-
-
-@dataclass(frozen=True)
-class Terminal:
-    type: str  # RUN_FINISHED or RUN_ERROR
-    code: str | None
-    message: str | None
-    at: datetime
-
-
-@dataclass
-class Timeline:
-    stages: list[StageBar]
-    tool_calls: list[ToolCall]
-    model_calls: list[ModelCall]
-    terminal: Terminal | None
-    ttft_ms: int | None
-    queue_wait_ms: int | None
-    duration_ms: int | None
-    duration_so_far: bool  # the run has not ended: ``duration_ms`` is up to now
-    event_count: int
-    origin: datetime | None = None
-    span_ms: int = 0
-    ticks: list[Marker] = field(default_factory=list)
-    ttft_marker: Marker | None = None
-    terminal_marker: Marker | None = None
-
-    @property
-    def empty(self) -> bool:
-        return self.origin is None
-
-    @property
-    def ttft_text(self) -> str:
-        return _text_or_dash(self.ttft_ms)
-
-    @property
-    def queue_wait_text(self) -> str:
-        return _text_or_dash(self.queue_wait_ms)
-
-    @property
-    def duration_text(self) -> str:
-        text = _text_or_dash(self.duration_ms)
-        return f"{text} so far" if self.duration_so_far else text
 
 
 def timeline_build(
@@ -187,14 +59,16 @@ def timeline_build(
     calls = sorted((_model_call(record) for record in model_calls), key=lambda c: c.started_at)
     _assign_model_calls(stages, calls)
     terminal = _terminal(events)
+    first_token = _first_token(events)
+    end_of_run = finished_at or now
     timeline = Timeline(
         stages=sorted(stages, key=lambda stage: stage.started_at),
         tool_calls=sorted(tool_calls, key=lambda call: call.started_at),
         model_calls=calls,
         terminal=terminal,
-        ttft_ms=_ttft_ms(events),
-        queue_wait_ms=_ms(started_at - created_at) if started_at else None,
-        duration_ms=_run_duration_ms(started_at, finished_at, now),
+        ttft_ms=ms_of(first_token[1] - first_token[0]) if first_token else None,
+        queue_wait_ms=ms_of(started_at - created_at) if started_at else None,
+        duration_ms=ms_of(end_of_run - started_at) if started_at and end_of_run else None,
         duration_so_far=started_at is not None and finished_at is None and now is not None,
         event_count=len(events),
     )
@@ -207,7 +81,9 @@ def timeline_build(
         return timeline
     origin = min([*moments, *([started_at] if started_at else [])])
     end = max([*moments, *([finished_at] if finished_at else []), *([now] if now else [])])
-    _place_all(timeline, origin=origin, end=end, events=events)
+    _place_all(
+        timeline, origin=origin, end=end, first_token=first_token[1] if first_token else None
+    )
     return timeline
 
 
@@ -324,30 +200,21 @@ def _terminal(events: Sequence[JournalEvent]) -> Terminal | None:
     return None
 
 
-def _ttft_ms(events: Sequence[JournalEvent]) -> int | None:
-    """From RUN_STARTED to the first TEXT_MESSAGE_CONTENT after it."""
+def _first_token(events: Sequence[JournalEvent]) -> tuple[datetime, datetime] | None:
+    """The times of RUN_STARTED and of the first TEXT_MESSAGE_CONTENT after it (the TTFT)."""
     started: datetime | None = None
     for event in events:
         if event.type == "RUN_STARTED" and started is None:
             started = event.created_at
         elif event.type == "TEXT_MESSAGE_CONTENT" and started is not None:
-            return _ms(event.created_at - started)
+            return started, event.created_at
     return None
 
 
-def _run_duration_ms(
-    started_at: datetime | None, finished_at: datetime | None, now: datetime | None
-) -> int | None:
-    if started_at is None:
-        return None
-    end = finished_at or now
-    return None if end is None else _ms(end - started_at)
-
-
 def _place_all(
-    timeline: Timeline, *, origin: datetime, end: datetime, events: Sequence[JournalEvent]
+    timeline: Timeline, *, origin: datetime, end: datetime, first_token: datetime | None
 ) -> None:
-    span_ms = max(_ms(end - origin), 1)
+    span_ms = max(ms_of(end - origin), 1)
     timeline.origin, timeline.span_ms = origin, span_ms
     run_end = timeline.terminal.at if timeline.terminal else end
     for stage in timeline.stages:
@@ -356,50 +223,32 @@ def _place_all(
     for call in [*timeline.tool_calls, *timeline.model_calls]:
         _place(call, origin, span_ms, call.ended_at or call.started_at)
     timeline.ticks = _ticks(span_ms)
-    first_content = next((e for e in events if e.type == "TEXT_MESSAGE_CONTENT"), None)
-    if timeline.ttft_ms is not None and first_content is not None:
-        at = _percent(_ms(first_content.created_at - origin), span_ms)
+    if first_token is not None:
+        at = _percent(ms_of(first_token - origin), span_ms)
         timeline.ttft_marker = Marker(label=f"TTFT {timeline.ttft_text}", left=at)
     if timeline.terminal:
-        at = _percent(_ms(timeline.terminal.at - origin), span_ms)
+        at = _percent(ms_of(timeline.terminal.at - origin), span_ms)
         timeline.terminal_marker = Marker(label=timeline.terminal.type, left=at)
 
 
 def _place(span: Span, origin: datetime, span_ms: int, until: datetime) -> None:
-    span.offset_ms = _ms(span.started_at - origin)
+    span.offset_ms = ms_of(span.started_at - origin)
     span.left = _percent(span.offset_ms, span_ms)
-    span.width = _percent(max(_ms(until - span.started_at), 0), span_ms)
+    span.width = _percent(max(ms_of(until - span.started_at), 0), span_ms)
 
 
 def _ticks(span_ms: int) -> list[Marker]:
-    step = next((s for s in TICK_STEPS_MS if span_ms / s <= MAX_TICKS), TICK_STEPS_MS[-1])
+    longest = -(-span_ms // MAX_TICKS)  # beyond the steps, MAX_TICKS intervals
+    step = next((s for s in TICK_STEPS_MS if span_ms / s <= MAX_TICKS), longest)
     return [
         Marker(label=duration_text(at), left=_percent(at, span_ms))
         for at in range(0, span_ms + 1, step)
     ]
 
 
-def duration_text(ms: int) -> str:
-    """``850 ms``, ``1.25 s``, ``2 min 05 s``."""
-    if ms < 1000:
-        return f"{ms} ms"
-    if ms < 60_000:
-        return f"{ms // 1000}.{ms % 1000 // 10:02d} s"  # cut, never rounded up to 60.00
-    minutes, seconds = divmod(ms // 1000, 60)
-    return f"{minutes} min {seconds:02d} s"
-
-
-def _text_or_dash(ms: int | None) -> str:
-    return "-" if ms is None else duration_text(ms)
-
-
 def _percent(part_ms: int, whole_ms: int) -> str:
     value = min(max(Decimal(part_ms) * 100 / Decimal(whole_ms), Decimal(0)), Decimal(100))
     return f"{value:.2f}"
-
-
-def _ms(delta: timedelta) -> int:
-    return max(int(delta / timedelta(milliseconds=1)), 0)
 
 
 def _step_name(payload: dict[str, Any]) -> str:
