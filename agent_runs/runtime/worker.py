@@ -24,6 +24,7 @@ import logging
 import os
 import threading
 import time
+from http.server import ThreadingHTTPServer
 from typing import Any
 
 from django.conf import settings
@@ -97,20 +98,25 @@ class RunWorker(SimpleWorker):
             self._end_beats()
             if exporter is not None:
                 exporter.shutdown()
+                exporter.server_close()
             job_stop.reset()  # a stop asked of the last job must not stop the clean-up
             run_coroutine(close_event_connection())
             bookkeeping().close_connection()
 
-    def _serve_metrics(self) -> Any:
+    def _serve_metrics(self) -> ThreadingHTTPServer | None:
         port = settings.WORKER_METRICS_PORT
         if not port:
             return None
-        return metrics.metrics_server_start(
-            host=settings.WORKER_METRICS_HOST,
-            port=port,
-            token=settings.METRICS_TOKEN,
-            allowed=metrics.metrics_networks(settings.METRICS_ALLOWED_IPS),
-        )
+        try:
+            return metrics.metrics_server_start(
+                host=settings.WORKER_METRICS_HOST,
+                port=port,
+                token=settings.METRICS_TOKEN,
+                allowed=metrics.metrics_networks(settings.METRICS_ALLOWED_IPS),
+            )
+        except OSError:  # say, the port is another worker's: runs matter more than figures
+            logger.exception("worker %s serves no metrics on port %s", self.name, port)
+            return None
 
     def _beat_worker(self, stopped: threading.Event) -> None:
         """Beat this worker's row in PostgreSQL until it stops (a failed beat is logged; the

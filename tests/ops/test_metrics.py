@@ -1,6 +1,7 @@
 """/metrics: who may read it, what the web processes and a worker's exporter report
 (docs/operations.md, "Metrics")."""
 
+import socket
 import time
 import urllib.error
 import urllib.request
@@ -11,9 +12,19 @@ import httpx
 import pytest
 from django.test import Client
 
-from agent_runs.models import Run
+from agent_runs.models import Run, WorkerBeat
 from billing.models import UsageRecord
-from tests.conftest import fake_model_env, free_port, post_run, run_input, serving, wait_for
+from tests.conftest import (
+    DEMO,
+    fake_model_env,
+    free_port,
+    post_run,
+    run_input,
+    serving,
+    start_worker,
+    stop_process,
+    wait_for,
+)
 from tests.fake_llm import FakeOpenAI
 from tests.ops.metrics_text import value
 
@@ -68,9 +79,9 @@ def test_requests_are_counted_by_route_pattern_method_and_status(
     route = "/api/v1/agent/threads/<uuid:thread_id>"
     labels = {"route": route, "method": "GET", "status": "404"}
     before = value(scrape(client).content.decode(), "http_requests_total", **labels) or 0
-    auth = {"HTTP_AUTHORIZATION": f"Bearer {alice_token}"}
-    assert client.get(f"/api/v1/agent/threads/{thread}", **auth).status_code == 404
-    assert client.get(f"/api/v1/agent/threads/{uuid.uuid4()}", **auth).status_code == 404
+    auth = {"Authorization": f"Bearer {alice_token}"}
+    assert client.get(f"/api/v1/agent/threads/{thread}", headers=auth).status_code == 404
+    assert client.get(f"/api/v1/agent/threads/{uuid.uuid4()}", headers=auth).status_code == 404
     assert client.get("/no/such/page").status_code == 404
     text = scrape(client).content.decode()
     assert value(text, "http_requests_total", **labels) == before + 2
@@ -166,3 +177,16 @@ def test_a_run_through_a_real_worker_shows_in_the_web_s_and_the_worker_s_metrics
     assert value(worker, "agent_model_call_latency_seconds_count", model=model) == 2
     # the worker serves no HTTP: its own counters are empty, and it runs no fleet queries
     assert value(worker, "agent_runs_queue_depth") is None
+
+
+def test_a_worker_whose_metrics_port_is_taken_still_runs(redis_queue: Any) -> None:
+    with socket.socket() as taken:
+        taken.bind(("0.0.0.0", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        worker = start_worker(**DEMO, WORKER_METRICS_PORT=str(port))
+        try:
+            wait_for(lambda: WorkerBeat.objects.exists(), seconds=30)
+            assert worker.poll() is None
+        finally:
+            stop_process(worker)
