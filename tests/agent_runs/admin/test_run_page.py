@@ -122,6 +122,26 @@ def test_the_run_page_shows_a_real_run_as_a_timeline(
     )
 
 
+def test_an_unpriced_model_costs_unknown_and_what_the_model_wrote_is_escaped(
+    alice, redis_queue, fake_openai, staff_client, settings
+):
+    settings.AGENT_ROUTER_MODEL = MODEL  # no catalog price for it
+    arguments = {"title": "<script>alert(1)</script>", "start": "2026-03-17T09:00"}
+    fake_openai.tool_call_turns = [[("call_x", "calendar_create", json.dumps(arguments))]]
+    body = run_input()
+    post_run(alice, body)
+    work_burst(redis_queue)
+    run = Run.objects.get(run_id=body["runId"])
+
+    page = page_of(staff_client, run)
+    timeline = timeline_of(page)
+
+    assert "unknown: 3 of 3 calls have no catalog price (catalog_fallback)" in timeline
+    assert timeline.count("unknown (no catalog price)") == 3
+    assert "<script>alert(1)</script>" not in page  # neither above nor in the raw events
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in timeline  # in the arguments and result
+
+
 def test_a_failed_run_shows_its_error_code_and_its_cause(
     alice, redis_queue, fake_openai, staff_client
 ):
