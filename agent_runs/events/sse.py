@@ -3,9 +3,19 @@
 splits on)."""
 
 import json
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
+from django.http import StreamingHttpResponse
+
 KEEP_ALIVE_FRAME = b": keep-alive\n\n"
+# No cache may keep a stream, and no proxy buffer it (nginx reads X-Accel-Buffering).
+SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+
+
+def sse_response(body: AsyncIterator[bytes] | Iterator[bytes]) -> StreamingHttpResponse:
+    """A ``text/event-stream`` response of ``body``'s frames, as every protocol sends one."""
+    return StreamingHttpResponse(body, content_type="text/event-stream", headers=SSE_HEADERS)
 
 
 def sse_frame(event_id: int, payload: dict[str, Any]) -> bytes:

@@ -4,8 +4,6 @@ journal through the translator (outbound.py), each stream response a JSON-RPC re
 
 from collections.abc import AsyncIterator
 
-from django.http import StreamingHttpResponse
-
 from agent_runs.events.follow import thread_events
 from agent_runs.events.sse import KEEP_ALIVE_FRAME
 from agent_runs.models import Run
@@ -13,12 +11,6 @@ from agent_runs.protocols.a2a.inbound import RpcCall
 from agent_runs.protocols.a2a.outbound import TaskProjection, Wire
 from agent_runs.protocols.a2a.results import stream_frame
 from agent_runs.selectors.events import EventStreamStart
-
-_STREAM_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
-
-
-def sse_response(body: AsyncIterator[bytes]) -> StreamingHttpResponse:
-    return StreamingHttpResponse(body, content_type="text/event-stream", headers=_STREAM_HEADERS)
 
 
 async def task_events(

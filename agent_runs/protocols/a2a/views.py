@@ -33,7 +33,6 @@ from a2a.utils.errors import (
     TaskNotFoundError,
     UnsupportedOperationError,
 )
-from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.http import Http404, HttpResponseBase, StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
@@ -45,7 +44,9 @@ from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from agent_runs.authentication import request_user
 from agent_runs.awaited import awaited_response, run_end_answer
+from agent_runs.events.sse import sse_response
 from agent_runs.json_input import JsonBodyParser
 from agent_runs.models import Run
 from agent_runs.protocols.a2a.card import agent_card_json
@@ -72,7 +73,7 @@ from agent_runs.protocols.a2a.selectors import (
     task_snapshot,
     tasks_of_user,
 )
-from agent_runs.protocols.a2a.stream import sse_response, task_events
+from agent_runs.protocols.a2a.stream import task_events
 from agent_runs.selectors.events import EventStreamStart, event_stream_start, thread_last_event_id
 from agent_runs.selectors.runs import session_thread_id
 from agent_runs.services.lifecycle import run_cancel
@@ -97,10 +98,6 @@ class _JsonAlways(DefaultContentNegotiation):
         self, request: Request, renderers: Iterable[BaseRenderer], format_suffix: Any = None
     ) -> tuple[BaseRenderer, str]:
         return JSONRenderer(), JSONRenderer.media_type
-
-
-def _user(request: Request) -> AbstractBaseUser:
-    return cast(AbstractBaseUser, request.user)  # IsAuthenticated has refused the rest
 
 
 class AgentCardApi(A2AApi):
@@ -164,7 +161,7 @@ def _dispatch(request: Request, call: RpcCall) -> HttpResponseBase:
     if method == "SubscribeToTask":
         return _subscribe(request, call)
     if method in PUSH_CONFIG_METHODS:
-        return Response(rpc_result(call, push_config_call(user=_user(request), call=call)))
+        return Response(rpc_result(call, push_config_call(user=request_user(request), call=call)))
     raise ExtendedAgentCardNotConfiguredError(message="This agent has no extended agent card")
 
 
@@ -177,7 +174,7 @@ def _send(request: Request, call: RpcCall, *, stream: bool) -> HttpResponseBase:
         raise InvalidParamsError(message="'message' is required")
     message = params.message
     text = message_text(message)
-    user = _user(request)
+    user = request_user(request)
     run_id = str(uuid.uuid4())
     earlier: list[Run] = []
     if message.task_id:
@@ -276,7 +273,7 @@ def _history_length(value: int | None) -> int | None:
 def _get(request: Request, call: RpcCall) -> Response:
     params = cast(GetTaskRequest, call.params)
     length = _history_length(params.history_length if params.HasField("history_length") else None)
-    runs = task_runs(user=_user(request), task_id=params.id)
+    runs = task_runs(user=request_user(request), task_id=params.id)
     return Response(rpc_result(call, task_result(call, _task_now(runs, length))))
 
 
@@ -292,10 +289,15 @@ def _list(request: Request, call: RpcCall) -> Response:
         try:
             context_id = str(uuid.UUID(params.context_id))
         except ValueError:
-            context_id = str(session_thread_id(user=_user(request), session=params.context_id))
+            context_id = str(
+                session_thread_id(user=request_user(request), session=params.context_id)
+            )
     length = _history_length(params.history_length if params.HasField("history_length") else None)
     page = tasks_of_user(
-        user=_user(request), context_id=context_id, page_size=size, page_token=params.page_token
+        user=request_user(request),
+        context_id=context_id,
+        page_size=size,
+        page_token=params.page_token,
     )
     tasks = []
     for projection in page.tasks:
@@ -320,7 +322,7 @@ def _state_name(value: int) -> str:
 
 def _cancel(request: Request, call: RpcCall) -> Response:
     params = cast(CancelTaskRequest, call.params)
-    runs = task_runs(user=_user(request), task_id=params.id)
+    runs = task_runs(user=request_user(request), task_id=params.id)
     state = task_snapshot(runs=runs).projection.state
     if state in ENDED_STATES:
         raise TaskNotCancelableError(message=f"Task {params.id} cannot be canceled: it is {state}")
@@ -330,7 +332,7 @@ def _cancel(request: Request, call: RpcCall) -> Response:
 
 def _subscribe(request: Request, call: RpcCall) -> HttpResponseBase:
     params = cast(SubscribeToTaskRequest, call.params)
-    runs = task_runs(user=_user(request), task_id=params.id)
+    runs = task_runs(user=request_user(request), task_id=params.id)
     snapshot = task_snapshot(runs=runs)
     if snapshot.projection.ended:
         raise UnsupportedOperationError(
@@ -345,7 +347,7 @@ def _subscribe(request: Request, call: RpcCall) -> HttpResponseBase:
         )
     else:
         start = event_stream_start(
-            user=_user(request), thread_id=run.thread_id, after_id=None, run_id=run.run_id
+            user=request_user(request), thread_id=run.thread_id, after_id=None, run_id=run.run_id
         )
     first = [{"task": snapshot.projection.task()}]
     return sse_response(
@@ -357,7 +359,7 @@ def _stream_of(request: Request, call: RpcCall, runs: list[Run]) -> StreamingHtt
     run = runs[-1]
     snapshot = task_snapshot(runs=runs, last_run_events=False)
     start = event_stream_start(
-        user=_user(request), thread_id=run.thread_id, after_id=None, run_id=run.run_id
+        user=request_user(request), thread_id=run.thread_id, after_id=None, run_id=run.run_id
     )
     first = [{"task": snapshot.projection.task()}]
     return sse_response(

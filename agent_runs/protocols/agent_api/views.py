@@ -10,7 +10,6 @@ import uuid
 from collections.abc import Iterable
 from typing import Any, cast
 
-from django.contrib.auth.models import AbstractBaseUser
 from django.http import HttpRequest, HttpResponse, HttpResponseBase, StreamingHttpResponse
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.negotiation import DefaultContentNegotiation
@@ -18,7 +17,9 @@ from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from agent_runs.authentication import request_user
 from agent_runs.awaited import awaited_response, run_end_answer
+from agent_runs.events.sse import sse_response
 from agent_runs.models import Run
 from agent_runs.protocols.agent_api.errors import AgentApi, BodyInvalid
 from agent_runs.protocols.agent_api.inbound import (
@@ -62,24 +63,12 @@ class _Api(AgentApi):
     content_negotiation_class = _JsonAlways
 
 
-def _user(request: Request) -> AbstractBaseUser:
-    return cast(AbstractBaseUser, request.user)
-
-
-def _sse(body: Any) -> StreamingHttpResponse:
-    return StreamingHttpResponse(
-        body,
-        content_type="text/event-stream",
-        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
-    )
-
-
 def _stream_of(request: Request, run: Run, *, after: int | None) -> StreamingHttpResponse:
     start = event_stream_start(
-        user=_user(request), thread_id=run.thread_id, after_id=None, run_id=run.run_id
+        user=request_user(request), thread_id=run.thread_id, after_id=None, run_id=run.run_id
     )
     facts = response_facts(run=run)
-    return _sse(response_stream(run=run, facts=facts, start=start, after=after))
+    return sse_response(response_stream(run=run, facts=facts, start=start, after=after))
 
 
 def _last_event_id(request: Request) -> int | None:
@@ -112,7 +101,7 @@ class ProcessApi(_Api):
     )
     def post(self, request: Request) -> HttpResponseBase:
         body = agent_request_parse(request.data)
-        user = _user(request)
+        user = request_user(request)
         session = body.session_id or str(uuid.uuid4())
         thread_id = session_thread_id(user=user, session=session)
         after_id = thread_last_event_id(thread_id=thread_id)  # the run's events come later
@@ -156,7 +145,7 @@ class ResponseApi(_Api):
         stream = request.query_params.get("stream", "false").lower()
         if stream not in ("true", "false"):
             raise BodyInvalid("stream must be true or false")
-        run = run_get_for_user(user=_user(request), run_id=response_id)
+        run = run_get_for_user(user=request_user(request), run_id=response_id)
         if stream == "true":
             return _stream_of(request, run, after=_last_event_id(request))
         return Response(response_object(run=run))
@@ -176,5 +165,5 @@ class ResponseCancelApi(_Api):
         },
     )
     def post(self, request: Request, response_id: str) -> HttpResponse:
-        run = run_get_for_user(user=_user(request), run_id=response_id)
+        run = run_get_for_user(user=request_user(request), run_id=response_id)
         return Response(response_object(run=run_cancel(run=run)))

@@ -5,9 +5,8 @@ artifacts. Each view parses, makes one core call and answers in the spec's shape
 
 import uuid
 from collections.abc import Callable
-from typing import Any, cast
+from typing import Any
 
-from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import QuerySet
 from django.http import FileResponse
 from drf_spectacular.types import OpenApiTypes
@@ -17,6 +16,7 @@ from rest_framework.parsers import MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from agent_runs.authentication import request_user
 from agent_runs.errors import RunNotPaused
 from agent_runs.json_input import JsonBodyParser
 from agent_runs.models import Artifact, Run, Step, Thread
@@ -68,10 +68,6 @@ _PAGE = [
     OpenApiParameter("page", int, description="The page, from 1 (default 1)."),
     OpenApiParameter("pageSize", int, description="Items per page, 1 to 100 (default 20)."),
 ]
-
-
-def request_user(request: Request) -> AbstractBaseUser:
-    return cast(AbstractBaseUser, request.user)
 
 
 def task_for_request(request: Request, task_id: str) -> Thread:

@@ -2,15 +2,14 @@
 threads and runs, read a page at a time, and a thread's deletion."""
 
 import uuid
-from typing import cast
 
-from django.contrib.auth.models import AbstractBaseUser
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from agent_runs.authentication import request_user
 from agent_runs.protocols.agui.openapi import THREAD_ID_QUERY
 from agent_runs.protocols.agui.pagination import (
     MAX_LIMIT,
@@ -62,7 +61,7 @@ class ThreadListApi(APIView):
     def get(self, request: Request) -> Response:
         query = parse_page_query(request.query_params)
         page = threads_page_for_user(
-            user=_user(request),
+            user=request_user(request),
             after=thread_position(query.cursor) if query.cursor else None,
             limit=query.limit,
         )
@@ -82,7 +81,7 @@ class ThreadDetailApi(APIView):
         responses={200: ThreadDetailSerializer, **error_responses(401, 404)},
     )
     def get(self, request: Request, thread_id: uuid.UUID) -> Response:
-        thread = thread_detail_get_for_user(user=_user(request), thread_id=thread_id)
+        thread = thread_detail_get_for_user(user=request_user(request), thread_id=thread_id)
         return Response(ThreadDetailSerializer(thread).data)
 
     @extend_schema(
@@ -95,7 +94,7 @@ class ThreadDetailApi(APIView):
         responses={204: None, **error_responses(401, 403, 404)},
     )
     def delete(self, request: Request, thread_id: uuid.UUID) -> Response:
-        thread_delete(thread=thread_get_for_user(user=_user(request), thread_id=thread_id))
+        thread_delete(thread=thread_get_for_user(user=request_user(request), thread_id=thread_id))
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
@@ -114,7 +113,7 @@ class ThreadRunListApi(APIView):
     def get(self, request: Request, thread_id: uuid.UUID) -> Response:
         query = parse_page_query(request.query_params)
         after = run_position(query.cursor) if query.cursor else None
-        thread = thread_get_for_user(user=_user(request), thread_id=thread_id)
+        thread = thread_get_for_user(user=request_user(request), thread_id=thread_id)
         page = runs_page_of_thread(thread=thread, after=after, limit=query.limit)
         last = page.items[-1] if page.has_more else None
         next_cursor = run_cursor(RunPosition(last.created_at, last.pk)) if last else None
@@ -140,14 +139,9 @@ class RunDetailApi(APIView):
     def get(self, request: Request, run_id: str) -> Response:
         thread_id = request.query_params.get("threadId")
         run = run_detail_get_for_user(
-            user=_user(request),
+            user=request_user(request),
             run_id=run_id_or_404(run_id),
             thread_id=thread_id_or_404(thread_id) if thread_id is not None else None,
         )
         usage = run_usage_summary(run=run)
         return Response(RunDetailSerializer(run, context={"usage": usage}).data)
-
-
-def _user(request: Request) -> AbstractBaseUser:
-    # IsAuthenticated has already refused anonymous callers.
-    return cast(AbstractBaseUser, request.user)

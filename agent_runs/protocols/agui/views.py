@@ -4,7 +4,7 @@ from typing import Any, cast
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import RequestDataTooBig
-from django.http import HttpResponseBase, StreamingHttpResponse
+from django.http import HttpResponseBase
 from rest_framework import status
 from rest_framework.exceptions import NotAcceptable, ParseError, UnsupportedMediaType
 from rest_framework.renderers import BaseRenderer, JSONRenderer
@@ -14,6 +14,7 @@ from rest_framework.views import APIView
 
 from agent_runs.authentication import stream_token_issue
 from agent_runs.errors import OnDisconnectInvalid, RunPayloadTooLarge
+from agent_runs.events.sse import sse_response
 from agent_runs.json_input import MalformedJson
 from agent_runs.protocols.agui.client_events import agui_client_event
 from agent_runs.protocols.agui.parsing import (
@@ -85,11 +86,7 @@ class _RunStartApi(APIView):
             cancel_on_disconnect=cancel_on_disconnect,
             translate=agui_client_event if self.client_form else as_stored,
         )
-        return StreamingHttpResponse(
-            events,
-            content_type="text/event-stream",
-            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
-        )
+        return sse_response(events)
 
     def handle_exception(self, exc: Exception) -> Response:
         # An error is JSON, whatever the client accepts.

@@ -11,19 +11,20 @@ from the stored rows, like ``GET``."""
 import json
 import uuid
 from collections.abc import AsyncIterator
-from typing import Any, cast
+from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.http import Http404, HttpResponseBase, StreamingHttpResponse
+from django.http import Http404, HttpResponseBase
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from agent_runs.authentication import request_user
 from agent_runs.awaited import awaited_response, run_end_answer
 from agent_runs.db import db_call
 from agent_runs.events.follow import thread_events
-from agent_runs.events.sse import KEEP_ALIVE_FRAME
+from agent_runs.events.sse import KEEP_ALIVE_FRAME, sse_response
 from agent_runs.json_input import JsonBodyParser
 from agent_runs.models import Run
 from agent_runs.protocols.openai_responses.errors import (
@@ -75,11 +76,6 @@ _STATUSES = {
     Run.Status.CANCELLED: "cancelled",
 }
 _ENDED = (Run.Status.COMPLETED, Run.Status.FAILED, Run.Status.CANCELLED)
-_STREAM_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
-
-
-def _user(request: Request) -> AbstractBaseUser:
-    return cast(AbstractBaseUser, request.user)  # IsAuthenticated has refused the rest
 
 
 def response_head(run: Run) -> dict[str, Any]:
@@ -154,13 +150,13 @@ def _sse(event: dict[str, Any]) -> bytes:
 def _stream(run: Run, user: AbstractBaseUser, starting_after: int | None = None) -> Any:
     start = event_stream_start(user=user, thread_id=run.thread_id, after_id=None, run_id=run.run_id)
     events = response_events(run=run, start=start, starting_after=starting_after)
-    return StreamingHttpResponse(events, content_type="text/event-stream", headers=_STREAM_HEADERS)
+    return sse_response(events)
 
 
 def _response_run(request: Request, response_id: str, *, param: str | None = None) -> Run:
     """The caller's response (run); anyone else's, or none, is a 404."""
     try:
-        return run_get_for_user(user=_user(request), run_id=response_id)
+        return run_get_for_user(user=request_user(request), run_id=response_id)
     except Http404:
         raise ResponseNotFound(response_id, param=param) from None
 
@@ -169,7 +165,7 @@ def _thread_of(request: Request, body: ResponseCreate) -> uuid.UUID:
     """The thread the new response goes on: ``previous_response_id``'s (it must be the
     latest response there), ``conversation``'s, or a new one. A conversation whose latest
     response is still in progress is busy."""
-    user = _user(request)
+    user = request_user(request)
     if body.previous_response_id is not None:
         previous = _response_run(request, body.previous_response_id, param="previous_response_id")
         latest = thread_latest_run_of_user(user=user, thread_id=previous.thread_id)
@@ -210,7 +206,7 @@ class ResponseCreateApi(ResponsesApi):
     )
     def post(self, request: Request) -> HttpResponseBase:
         body = response_create_parse(request.data)
-        user = _user(request)
+        user = request_user(request)
         thread_id = _thread_of(request, body)
         response_id = new_response_id()
         # Read first: the run's events (its terminal one too) come after it.
@@ -262,7 +258,7 @@ class ResponseDetailApi(ResponsesApi):
             raise ResponsesError("'stream' must be true or false.", param="stream")
         if stream == "false":
             return Response(response_now(run))
-        return _stream(run, _user(request), _starting_after(request))
+        return _stream(run, request_user(request), _starting_after(request))
 
 
 def _starting_after(request: Request) -> int | None:
