@@ -1,6 +1,8 @@
 """The README's first command: the quick start (SQLite, an embedded Redis, the demo model)
 serves runs end to end, its worker writing events from its reply's loop on SQLite, two runs
-of one thread one after the other; and its API reference pages, with their scripts."""
+of one thread one after the other; its API reference pages, with their scripts; and what it
+prints works as printed: the demo user's token, and the curl, run by a shell, streams a run
+to its end."""
 
 import http.client
 import json
@@ -16,7 +18,7 @@ import pytest
 from django.conf import settings
 
 from tests.agent_runs.sse import read_sse
-from tests.conftest import free_port, wait_for_port
+from tests.conftest import free_port, wait_for, wait_for_port
 
 pytestmark = pytest.mark.integration
 
@@ -42,11 +44,23 @@ def test_the_quick_start_runs_two_tool_runs_of_one_thread_to_their_end(tmp_path:
     env.update(DJANGO_DEBUG="true", LOCAL_DATA_DIR=str(tmp_path))
     port = free_port()
     manage = [sys.executable, "manage.py"]
-    service = subprocess.Popen(
-        [*manage, "quickstart", "--port", str(port)], cwd=settings.BASE_DIR, env=env
-    )
+    printed = tmp_path / "quickstart.out"
+    with printed.open("wb") as out:
+        service = subprocess.Popen(
+            [*manage, "quickstart", "--port", str(port)],
+            cwd=settings.BASE_DIR,
+            env=env,
+            stdout=out,
+        )
     try:
         wait_for_port(port, service)
+        wait_for(lambda: "Ctrl-C" in printed.read_text(), seconds=60)
+        lines = printed.read_text().splitlines()
+        curl = next(line.strip() for line in lines if line.strip().startswith("curl "))
+        printed_token = next(line for line in lines if "API token of" in line).split()[-1]
+        tried = subprocess.run(
+            ["bash", "-c", curl], capture_output=True, text=True, check=True, timeout=60
+        )
         token = subprocess.run(
             [*manage, "create_api_token", "alice"],
             cwd=settings.BASE_DIR,
@@ -100,6 +114,12 @@ def test_the_quick_start_runs_two_tool_runs_of_one_thread_to_their_end(tmp_path:
         except subprocess.TimeoutExpired:
             service.kill()
 
+    # The printed curl streamed a whole run with the printed token (no file to write first).
+    assert printed_token in curl
+    frames = [line.removeprefix("event: ") for line in tried.stdout.splitlines()]
+    assert frames.count("RUN_STARTED") == 1
+    assert "RUN_FINISHED" in frames and "(demo model) You said" in tried.stdout
+    assert any(f"http://127.0.0.1:{port}/console/" in line for line in lines)
     # The API reference works in the quick start, offline: its scripts are served here.
     assert [status for status, _ in docs.values()] == [200, 200]
     assert schema[0] == 200 and json.loads(schema[1])["paths"]

