@@ -91,12 +91,18 @@ def test_a_flushed_redis_loses_rq_s_worker_registry_but_not_the_beat(
     assert body["checks"]["workers"]["ok"] is True
 
 
+def rq_states(queue: Any) -> list[str]:
+    return [worker.get_state() for worker in Worker.all(connection=queue.connection)]
+
+
 def test_a_worker_stopping_cleanly_deletes_its_beat(redis_queue: Any) -> None:
     process = start_worker(**DEMO, WORKER_BEAT_SECONDS="1")
     try:
         wait_for(lambda: WorkerBeat.objects.exists(), seconds=30)
         beat = WorkerBeat.objects.get()
         assert beat.pid == process.pid and beat.queues == "runs"
+        # RQ handles SIGTERM (a warm shutdown) once it waits for jobs: before, a stop kills.
+        wait_for(lambda: rq_states(redis_queue) == ["idle"], seconds=30)
     finally:
         stop_process(process)
     assert process.returncode == 0
