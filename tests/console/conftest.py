@@ -96,7 +96,13 @@ def console_server(
     """daphne (production settings: ``DJANGO_DEBUG=false``) and a worker, serving the static
     files ``collectstatic`` gathered, with the worker's and router's model on the fake."""
     local_dir = tmp_path_factory.mktemp("console-live")
-    env = {"LOCAL_DATA_DIR": str(local_dir), "AGENT_MODEL_MAX_RETRIES": "1"}
+    env = {
+        "LOCAL_DATA_DIR": str(local_dir),
+        "AGENT_MODEL_MAX_RETRIES": "1",
+        # The worker compiles ui_schema, and its PUBLIC_BASE_URL is not daphne's (a free
+        # port chosen as daphne starts): let its images be this machine's signed URLs.
+        "UI_SCHEMA_IMAGE_URL_PREFIXES": "http://127.0.0.1:",
+    }
     subprocess.run(
         [sys.executable, "manage.py", "collectstatic", "--noinput", "-v0"],
         cwd=settings.BASE_DIR,
@@ -129,6 +135,9 @@ def signed_in(context: BrowserContext, live: Live, username: str = "alice") -> P
     """A page of the console, signed in through its own sign-in form."""
     page = context.new_page()
     page.set_default_timeout(20_000)
+    # The page's own errors, in the failing test's captured output.
+    page.on("console", lambda message: print(f"console.{message.type}: {message.text}"))
+    page.on("pageerror", lambda error: print(f"page error: {error}"))
     page.goto(f"{live.url}/console/")
     assert page.url.startswith(f"{live.url}/console/login/")
     page.get_by_label("Username").fill(username)

@@ -86,13 +86,11 @@ export function agentTurn({ timestamp } = {}) {
 }
 
 export function statusLine(kind, text) {
-  const icons = { thinking: "", stopped: "■", error: "!", reconnecting: "↻" };
-  return el(
-    "p",
-    { className: `status-line status-${kind}` },
-    kind === "thinking" ? el("span", { className: "dots", attrs: { "aria-hidden": "true" } }, el("i"), el("i"), el("i")) : el("span", { className: "status-icon", text: icons[kind] || "", attrs: { "aria-hidden": "true" } }),
-    el("span", { text }),
-  );
+  const mark =
+    kind === "thinking"
+      ? el("span", { className: "dots", attrs: { "aria-hidden": "true" } }, el("i"), el("i"), el("i"))
+      : el("span", { className: "status-icon", attrs: { "aria-hidden": "true" } });
+  return el("p", { className: `status-line status-${kind}` }, mark, el("span", { text }));
 }
 
 const TOOL_STATUS_TEXT = { running: "Running…", success: "Succeeded", failure: "Failed", partial: "Partly done" };
