@@ -10,7 +10,7 @@ from django.contrib.auth import login
 from django.contrib.auth.views import LoginView, LogoutView, redirect_to_login
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
-from django.urls import reverse, reverse_lazy
+from django.urls import reverse
 from django.views.decorators.csrf import ensure_csrf_cookie
 
 from console.services import DEMO_USERNAME, demo_user_get_or_create
@@ -48,8 +48,8 @@ def console_page(request: HttpRequest) -> HttpResponse:
 class ConsoleLoginView(LoginView):
     template_name = "console/login.html"
     redirect_authenticated_user = True
-    next_page = reverse_lazy("console:index")
+    next_page = "console:index"
 
 
 class ConsoleLogoutView(LogoutView):
-    next_page = reverse_lazy("console:login")
+    next_page = "console:login"

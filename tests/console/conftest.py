@@ -14,7 +14,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from playwright.sync_api import Browser, BrowserContext, Page, Playwright, sync_playwright
 
-from tests.conftest import fake_model_env, serving, service_env
+from tests.conftest import fake_model_env, service_env, serving
 from tests.fake_llm import FakeOpenAI
 
 CHROMIUM_ARGS = [
@@ -109,7 +109,7 @@ def console_server(
         env=service_env(REDIS_URL=settings.REDIS_URL, **env),
         check=True,
     )
-    with FakeOpenAI() as fake, serving(**fake_model_env(fake, **env)) as port:
+    with FakeOpenAI() as fake, serving(**fake_model_env(fake), **env) as port:
         yield Live(port=port, fake=fake, local_dir=local_dir)
 
 

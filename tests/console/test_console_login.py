@@ -54,7 +54,7 @@ def test_the_demo_login_takes_the_ipv6_loopback_too(settings: Any) -> None:
     ],
 )
 def test_the_demo_login_never_serves_another_address(
-    settings: Any, client_options: dict[str, str]
+    settings: Any, client_options: dict[str, Any]
 ) -> None:
     settings.DEBUG = True
     response = Client(**client_options).get("/console/")
