@@ -253,7 +253,10 @@ function historyDayShow(snapshot, { prepend }) {
 }
 
 async function threadOpen(threadId, latestRun = null) {
-  if (state.run) return;
+  if (state.run) {
+    if (threadId !== state.run.threadId) showError("Wait for the answer, or stop it, before opening another thread.");
+    return;
+  }
   const token = ++state.loadToken;
   state.threadId = threadId;
   threadsMarkCurrent();
