@@ -509,8 +509,9 @@ function turnRenderer(turn) {
     switch (event.type) {
       case "TEXT_MESSAGE_CONTENT":
         clearThinking();
+        // Appended as a text node of its own: a screen reader reads the new words only.
         streamed += event.delta || "";
-        turn.answer.textContent = streamed;
+        turn.answer.append(event.delta || "");
         break;
       case "TEXT_MESSAGE_END": {
         clearThinking();
