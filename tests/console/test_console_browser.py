@@ -327,12 +327,21 @@ def test_a_dropped_connection_resumes_from_the_last_event_without_doubled_text(
             return
         body, last_id = stream_cut(route.request.url, cookies, text_frames=3)
         cut.append(last_id)
+        context.set_offline(True)  # and the network stays down for a while
         headers = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
         route.fulfill(status=200, headers=headers, body=body)
 
     page.route("**/api/v1/agent/runs/*/events*", drop_the_first_connection)
     send(page, "What does my week look like?")
+    reconnecting = page.locator(".msg-agent .status-reconnecting")
+    expect(reconnecting).to_have_text("Connection lost: reconnecting…")
+    partial = last_answer(page)
+    assert partial and "".join(ANSWER).startswith(partial) and partial != "".join(ANSWER)
+    time.sleep(1.5)  # attempts fail while offline; the model writes on meanwhile
+    assert not resumed
+    context.set_offline(False)
     run_ended(page)
+    expect(reconnecting).to_have_count(0)
 
     whole = "".join(ANSWER)
     assert last_answer(page) == whole  # every delta once: none lost, none doubled
