@@ -443,12 +443,6 @@ async function send({ text, attachments }) {
     if (!state.oldestDay) state.oldestDay = localDay();
   }
   await runFollow({ threadId, runId, turn, controller });
-  if (newThread) threadsLoad();
-  else threadsRefreshOne();
-}
-
-function threadsRefreshOne() {
-  threadsLoad();
 }
 
 /** Render one run's events into `turn` (a new agent turn when null) until it ends. */
@@ -486,6 +480,8 @@ async function runFollow({ threadId, runId, turn, controller = new AbortControll
     turn.answer.removeAttribute("aria-live");
     if (state.run && state.run.runId === runId) state.run = null;
     composerBusy(false);
+    // The list again: a new thread appears, the thread moves to the top, its status changes.
+    threadsLoad();
   }
 }
 
