@@ -2,6 +2,7 @@
 is sent to the sign-in page, except in development (DEBUG) from this machine, where the demo
 user is signed in and the page says so."""
 
+import re
 from typing import Any
 
 import pytest
@@ -111,3 +112,20 @@ def test_the_demo_user_cannot_sign_in_with_a_password(settings: Any) -> None:
     )
     assert response.status_code == 200  # the form again, not a redirect into the console
     assert "_auth_user_id" not in response.wsgi_request.session
+
+
+def test_the_pages_csrf_token_lets_its_api_calls_through(settings: Any) -> None:
+    """The demo login rotates the CSRF token; the page carries the new one, which the API's
+    session authentication takes (a POST without it is refused)."""
+    settings.DEBUG = True
+    client = Client(REMOTE_ADDR="127.0.0.1", enforce_csrf_checks=True)
+    body = client.get("/console/").content.decode()
+    token = re.search(r'data-csrf="([^"]+)"', body)
+    assert token is not None
+
+    refused = client.post("/api/v1/agent/attachments")
+    assert refused.status_code == 403
+    assert "CSRF" in refused.json()["detail"]
+    # With the page's token: past CSRF, to the endpoint's own answer (no file sent).
+    answered = client.post("/api/v1/agent/attachments", HTTP_X_CSRFTOKEN=token.group(1))
+    assert answered.status_code == 400
