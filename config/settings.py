@@ -1,6 +1,7 @@
 """Settings, read from the environment (every variable is listed in docs/configuration.md,
 which a test keeps complete)."""
 
+import ipaddress
 import sys
 from pathlib import Path
 
@@ -56,6 +57,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # First, so that it times and counts every request, whatever answers it.
+    "ops.middleware.HttpMetricsMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -134,6 +137,39 @@ RQ_QUEUES = {
 }
 # The worker runs jobs in its own process, warm (see agent_runs/runtime/worker.py).
 RQ = {"WORKER_CLASS": "agent_runs.runtime.worker.RunWorker"}
+
+# The web console (console/; docs/console.md). In development (DEBUG) an anonymous visitor
+# from a loopback address is signed in as this user, whose API token the quick start prints.
+CONSOLE_DEMO_USERNAME = env_str("CONSOLE_DEMO_USERNAME", "demo")
+
+# --- operations (ops/; docs/operations.md) --------------------------------------------------
+# Each worker upserts its row (agent_runs.WorkerBeat) this often; /readyz counts the workers
+# whose row is newer than WORKER_STALE_SECONDS.
+WORKER_BEAT_SECONDS = env_int("WORKER_BEAT_SECONDS", 5, minimum=1)
+WORKER_STALE_SECONDS = env_int("WORKER_STALE_SECONDS", 30, minimum=2)
+if WORKER_BEAT_SECONDS >= WORKER_STALE_SECONDS:
+    raise ImproperlyConfigured("WORKER_BEAT_SECONDS must be shorter than WORKER_STALE_SECONDS")
+# /readyz fails when more jobs than this wait in the runs queue.
+READYZ_MAX_QUEUE_DEPTH = env_int("READYZ_MAX_QUEUE_DEPTH", 1000, minimum=0)
+# How long /readyz waits for Redis (connect and answer) before it calls it down.
+READYZ_TIMEOUT_SECONDS = env_float("READYZ_TIMEOUT_SECONDS", 1.0, minimum=0.05)
+# Who may read /metrics (and a worker's WORKER_METRICS_PORT): the bearer token when set, from
+# the addresses (CIDRs, comma-separated) when set; with neither, loopback only.
+METRICS_TOKEN = env_str("METRICS_TOKEN", "")
+METRICS_ALLOWED_IPS = env_list("METRICS_ALLOWED_IPS", [])
+for _cidr in METRICS_ALLOWED_IPS:
+    try:
+        ipaddress.ip_network(_cidr, strict=False)
+    except ValueError as _exc:
+        raise ImproperlyConfigured(f"METRICS_ALLOWED_IPS: {_cidr!r} is not a CIDR") from _exc
+# 0: off; else each worker serves its metrics at http://WORKER_METRICS_HOST:PORT/metrics.
+WORKER_METRICS_PORT = env_int("WORKER_METRICS_PORT", 0, minimum=0)
+WORKER_METRICS_HOST = env_str("WORKER_METRICS_HOST", "0.0.0.0")
+# "json" (one JSON object a line, for log collectors) or "text" (for people).
+LOG_FORMAT = env_str("LOG_FORMAT", "text" if DEBUG else "json").strip().lower()
+if LOG_FORMAT not in ("json", "text"):
+    raise ImproperlyConfigured(f"LOG_FORMAT must be json or text, got {LOG_FORMAT!r}")
+# --- end operations -------------------------------------------------------------------------
 
 # Push notifications (webhooks; docs/push.md): delivered by the runs' workers.
 # Push URLs on private, loopback, link-local or otherwise internal addresses are refused
@@ -309,10 +345,27 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATIC_ROOT = LOCAL_DIR / "static"
 
+# Every line of a run's job names the run (run_id, thread_id): ops/logging.py.
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "filters": {"run_context": {"()": "ops.logging.RunContextFilter"}},
+    "formatters": {
+        "json": {
+            "()": "pythonjsonlogger.json.JsonFormatter",
+            "fmt": "%(levelname)s %(name)s %(process)d %(message)s",
+            "rename_fields": {"levelname": "level", "name": "logger"},
+            "timestamp": "time",  # ISO 8601, UTC
+        },
+        "text": {"()": "ops.logging.TextFormatter"},
+    },
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            "filters": ["run_context"],
+            "formatter": LOG_FORMAT,
+        }
+    },
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
     # Django's own loggers propagate to the root handler instead of printing twice.
     "loggers": {"django": {"handlers": [], "propagate": True}},

@@ -5,6 +5,8 @@ holds a thread for as long as a response streams, so every open SSE connection w
 thread. Here only requests under STATIC_URL ever reach synchronous code.
 """
 
+import asyncio
+import contextvars
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -27,7 +29,11 @@ def with_static_files(app: ASGIApp) -> ASGIApp:
 
     async def router(scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "http" and scope["path"].startswith(prefix):
-            await files(scope, receive, send)
+            # In a fresh context: a request that follows another on a kept-alive connection
+            # can inherit asgiref's marker of the earlier response's sync thread (set where
+            # that thread sent its body), long gone, and WhiteNoise's thread-sensitive call
+            # would be submitted to it ("CurrentThreadExecutor already quit or is broken").
+            await asyncio.create_task(files(scope, receive, send), context=contextvars.Context())
         else:
             await app(scope, receive, send)
 

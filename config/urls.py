@@ -8,6 +8,8 @@ import agent_runs.protocols.agui.openapi  # noqa: F401
 from agent_runs.protocols.agent_protocol import urls as agent_protocol_urls
 
 urlpatterns = [
+    # Probes and metrics (docs/operations.md).
+    path("", include("ops.urls")),
     path("admin/", admin.site.urls),
     # The AgentScope Agent API, before the AG-UI routes it shares a prefix with.
     path("api/v1/agent/", include("agent_runs.protocols.agent_api.urls")),
@@ -22,6 +24,8 @@ urlpatterns = [
     path("openai/v1/", include("agent_runs.protocols.openai_responses.urls")),
     # A2A: the agent card at /.well-known/agent-card.json and JSON-RPC at /a2a.
     path("", include("agent_runs.protocols.a2a.urls")),
+    # The web console, a page for people on the public HTTP API (docs/console.md).
+    path("console/", include("console.urls")),
     # The OpenAPI schema and its pages (config/openapi.py), public; the pages' scripts are
     # this service's static files. The schema is the same until the code changes, and takes
     # a tenth of a second to generate: each process keeps it for an hour.

@@ -2,16 +2,13 @@
 
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
-
-# The user an anonymous visitor becomes in development on a local address (views.py). The
-# quick start prints an API token of the same user.
-DEMO_USERNAME = "demo"
 
 
 def demo_user_get_or_create() -> Any:
     """The demo user, created without a usable password (nobody can sign in as it)."""
-    user, created = get_user_model().objects.get_or_create(username=DEMO_USERNAME)
+    user, created = get_user_model().objects.get_or_create(username=settings.CONSOLE_DEMO_USERNAME)
     if created:
         user.set_unusable_password()
         user.save(update_fields=["password"])

@@ -13,7 +13,7 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.csrf import ensure_csrf_cookie
 
-from console.services import DEMO_USERNAME, demo_user_get_or_create
+from console.services import demo_user_get_or_create
 
 _LOOPBACK = frozenset({"127.0.0.1", "::1"})
 # Set in the session when the demo login happened, so the page can say so.
@@ -40,7 +40,7 @@ def console_page(request: HttpRequest) -> HttpResponse:
         login(request, demo_user_get_or_create(), backend=settings.AUTHENTICATION_BACKENDS[0])
         request.session[_DEMO_SESSION_KEY] = True
     demo = bool(request.session.get(_DEMO_SESSION_KEY)) and (
-        request.user.get_username() == DEMO_USERNAME
+        request.user.get_username() == settings.CONSOLE_DEMO_USERNAME
     )
     return render(request, "console/index.html", {"demo_login": demo})
 

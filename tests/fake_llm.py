@@ -13,6 +13,7 @@ class FakeOpenAI:
         self.answer = ["Hello", " from", " the", " fake", " model."]
         self.status = 200
         self.delay = 0.0  # seconds before answering
+        self.chunk_delay = 0.0  # seconds before each streamed chunk (a slowly streaming answer)
         self.reasoning: list[str] = []  # DeepSeek / Qwen "reasoning_content" deltas
         # Tool calls to answer with, one list per request, before the plain answer:
         # [(call id, tool name, JSON arguments), ...]
@@ -89,6 +90,7 @@ class FakeOpenAI:
                 self._data({**_envelope(), "choices": [choice]})
 
             def _data(self, payload: dict[str, Any]) -> None:
+                time.sleep(fake.chunk_delay)
                 self.wfile.write(f"data: {json.dumps(payload)}\n\n".encode())
                 self.wfile.flush()
 

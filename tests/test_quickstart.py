@@ -100,6 +100,7 @@ def test_the_quick_start_runs_two_tool_runs_of_one_thread_to_their_end(tmp_path:
             ),
             timeout=60,
         )
+        console = http_get(port, "/console/")
         docs = {path: http_get(port, path) for path in ("/api/docs/", "/api/redoc/")}
         schema = http_get(port, "/api/schema/?format=json")
         assets = {
@@ -120,6 +121,8 @@ def test_the_quick_start_runs_two_tool_runs_of_one_thread_to_their_end(tmp_path:
     assert frames.count("RUN_STARTED") == 1
     assert "RUN_FINISHED" in frames and "(demo model) You said" in tried.stdout
     assert any(f"http://127.0.0.1:{port}/console/" in line for line in lines)
+    # The console's URL, opened from this machine, signs in the demo user and says so.
+    assert console[0] == 200 and b"signed in as the demo user" in console[1]
     # The API reference works in the quick start, offline: its scripts are served here.
     assert [status for status, _ in docs.values()] == [200, 200]
     assert schema[0] == 200 and json.loads(schema[1])["paths"]

@@ -13,8 +13,17 @@ from django.urls import URLPattern, URLResolver, get_resolver
 
 from agent_runs.protocols.agui.routing import http_urlpatterns as channels_routes
 
-# Routes that are not the API: the admin, and the schema and its pages themselves.
-NOT_API = ("admin/", "api/schema/", "api/docs/", "api/redoc/")
+# Not the API: the admin, the schema's pages, the probes and metrics (docs/operations.md).
+NOT_API = (
+    "admin/",
+    "api/schema/",
+    "api/docs/",
+    "api/redoc/",
+    "healthz",
+    "readyz",
+    "metrics",
+    "console/",
+)
 
 
 def schema_json(client: Any) -> dict[str, Any]:

@@ -9,8 +9,6 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
 
-from console.services import DEMO_USERNAME
-
 pytestmark = pytest.mark.django_db
 
 NOTICE = "Development mode: signed in as the demo user, local addresses only."
@@ -21,7 +19,7 @@ def test_an_anonymous_visitor_is_sent_to_the_sign_in_page(settings: Any) -> None
     response = Client(REMOTE_ADDR="127.0.0.1").get("/console/")
     assert response.status_code == 302
     assert response["Location"] == "/console/login/?next=/console/"
-    assert not get_user_model().objects.filter(username=DEMO_USERNAME).exists()
+    assert not get_user_model().objects.filter(username=settings.CONSOLE_DEMO_USERNAME).exists()
 
 
 def test_in_development_a_local_visitor_is_signed_in_as_the_demo_user(settings: Any) -> None:
@@ -30,7 +28,7 @@ def test_in_development_a_local_visitor_is_signed_in_as_the_demo_user(settings: 
     response = client.get("/console/")
     assert response.status_code == 200
     assert NOTICE in response.content.decode()
-    demo = get_user_model().objects.get(username=DEMO_USERNAME)
+    demo = get_user_model().objects.get(username=settings.CONSOLE_DEMO_USERNAME)
     assert not demo.has_usable_password()
     assert response.wsgi_request.user == demo
     # The session holds: the next visit is the same user, with the notice still shown.
@@ -42,7 +40,7 @@ def test_the_demo_login_takes_the_ipv6_loopback_too(settings: Any) -> None:
     settings.DEBUG = True
     response = Client(REMOTE_ADDR="::1").get("/console/")
     assert response.status_code == 200
-    assert response.wsgi_request.user.get_username() == DEMO_USERNAME
+    assert response.wsgi_request.user.get_username() == settings.CONSOLE_DEMO_USERNAME
 
 
 @pytest.mark.parametrize(
@@ -61,7 +59,7 @@ def test_the_demo_login_never_serves_another_address(
     response = Client(**client_options).get("/console/")
     assert response.status_code == 302
     assert response["Location"].startswith("/console/login/")
-    assert not get_user_model().objects.filter(username=DEMO_USERNAME).exists()
+    assert not get_user_model().objects.filter(username=settings.CONSOLE_DEMO_USERNAME).exists()
 
 
 def test_a_signed_in_user_sees_the_page_without_the_notice(settings: Any) -> None:
@@ -108,7 +106,7 @@ def test_the_demo_user_cannot_sign_in_with_a_password(settings: Any) -> None:
     settings.DEBUG = True
     Client(REMOTE_ADDR="127.0.0.1").get("/console/")  # creates the demo user
     response = Client(REMOTE_ADDR="10.1.2.3").post(
-        "/console/login/", {"username": DEMO_USERNAME, "password": ""}
+        "/console/login/", {"username": settings.CONSOLE_DEMO_USERNAME, "password": ""}
     )
     assert response.status_code == 200  # the form again, not a redirect into the console
     assert "_auth_user_id" not in response.wsgi_request.session

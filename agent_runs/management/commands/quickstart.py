@@ -25,8 +25,6 @@ from agent_runs.authentication import api_token_get
 from agent_runs.services.tokens import api_token_create
 
 _STOP_GRACE_SECONDS = 10
-# The console logs this user in on a local address in development; the token printed is its.
-DEMO_USERNAME = "demo"
 
 
 class Command(BaseCommand):
@@ -88,12 +86,13 @@ class Command(BaseCommand):
         lines = [f"\nThe service is running at {url}"]
         if settings.DEBUG:
             token = self._demo_token()
+            demo = settings.CONSOLE_DEMO_USERNAME
             lines += [
-                f"Console:   {url}/console/  (signed in as {DEMO_USERNAME!r} on this machine)",
+                f"Console:   {url}/console/  (signed in as {demo!r} on this machine)",
                 f"Admin:     {url}/admin/  (make a staff user: DJANGO_DEBUG=true "
                 ".venv/bin/python manage.py createsuperuser)",
                 f"API docs:  {url}/api/docs/",
-                f"API token of {DEMO_USERNAME!r}:  {token}",
+                f"API token of {demo!r}:  {token}",
                 "Try a run (streams its events; the same thread shows in the console):",
                 "  " + try_curl(url=url, token=token),
             ]
@@ -112,7 +111,7 @@ class Command(BaseCommand):
             saved = path.read_text().strip()
             if saved and api_token_get(raw_key=saved) is not None:
                 return saved
-        token = api_token_create(username=DEMO_USERNAME)
+        token = api_token_create(username=settings.CONSOLE_DEMO_USERNAME)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.touch(mode=0o600)
         path.write_text(token + "\n")
