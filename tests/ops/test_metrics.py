@@ -28,7 +28,7 @@ from tests.conftest import (
 from tests.fake_llm import FakeOpenAI
 from tests.ops.metrics_text import value
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("no_beats")]
 
 
 def scrape(client: Client, **extra: Any) -> Any:

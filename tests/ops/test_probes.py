@@ -16,7 +16,7 @@ from agent_runs.models import WorkerBeat
 from agent_runs.services.workers import worker_beat
 from tests.conftest import DEMO, free_port, start_daphne, start_worker, stop_process, wait_for
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("no_beats")]
 
 
 def readyz(client: Client) -> tuple[int, dict[str, Any]]:
