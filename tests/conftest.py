@@ -148,14 +148,14 @@ def service_env(**overrides: str) -> dict[str, str]:
 
 def start_daphne(*, redis_url: str, **env_overrides: str) -> tuple[subprocess.Popen[bytes], int]:
     """daphne on a free port, its ``PUBLIC_BASE_URL`` its own address (so that URLs it
-    publishes, the A2A card's, reach it)."""
+    publishes, the A2A card's, reach it) unless the test's environment names one."""
     port = free_port()
     env = service_env(
         **{
             "REDIS_URL": redis_url,
             "DJANGO_ALLOWED_HOSTS": "127.0.0.1",
             "AGENT_SSE_KEEPALIVE_SECONDS": "0.3",
-            "PUBLIC_BASE_URL": f"http://127.0.0.1:{port}",
+            "PUBLIC_BASE_URL": os.environ.get("PUBLIC_BASE_URL", f"http://127.0.0.1:{port}"),
             **env_overrides,
         }
     )
