@@ -169,7 +169,7 @@ def start_daphne(*, redis_url: str, **env_overrides: str) -> tuple[subprocess.Po
 DEMO = {"AGENT_WORKER_MODEL": "demo", "AGENT_ROUTER_MODEL": "demo", "AGENT_MEMORY_MODEL": "demo"}
 
 
-def fake_model_env(fake: FakeOpenAI, *, router: bool = True, **env: str) -> dict[str, str]:
+def fake_model_env(fake: FakeOpenAI, *, router: bool = True) -> dict[str, str]:
     """The worker's model on ``fake``, and the router's unless ``router`` is false (the
     memory stage's, and the others', the demo's)."""
     return {
@@ -178,7 +178,6 @@ def fake_model_env(fake: FakeOpenAI, *, router: bool = True, **env: str) -> dict
         **({"AGENT_ROUTER_MODEL": "openai/gpt-test"} if router else {}),
         "OPENAI_BASE_URL": fake.base_url,
         "OPENAI_API_KEY": "sk-test",
-        **env,
     }
 
 

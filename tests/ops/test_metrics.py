@@ -125,7 +125,11 @@ def test_a_run_through_a_real_worker_shows_in_the_web_s_and_the_worker_s_metrics
     worker_port = free_port()
     with FakeOpenAI() as fake:
         fake.usage = {**fake.usage, "cost": 0.0012}
-        env = fake_model_env(fake, WORKER_METRICS_PORT=str(worker_port), METRICS_TOKEN=token)
+        env = {
+            **fake_model_env(fake),
+            "WORKER_METRICS_PORT": str(worker_port),
+            "METRICS_TOKEN": token,
+        }
         with serving(**env) as port:
             body = run_input()
             posted = httpx.post(

@@ -52,7 +52,7 @@ def pushing_port(redis_queue: Any) -> Iterator[int]:
 def pushing_model(redis_queue: Any) -> Iterator[FakeOpenAI]:
     """As ``pushing_port``, the router's and the worker's model a loopback server the test
     steers."""
-    with FakeOpenAI() as fake, serving(**fake_model_env(fake, **PUSH_ENV)) as port:
+    with FakeOpenAI() as fake, serving(**fake_model_env(fake), **PUSH_ENV) as port:
         fake.port = port  # type: ignore[attr-defined]  # the test's handle on the server
         yield fake
 
