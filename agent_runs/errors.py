@@ -43,6 +43,34 @@ class RunIdAmbiguous(DomainError):
         super().__init__("runId is used in several threads: pass threadId")
 
 
+class TurnRefused(DomainError):
+    """A run's ``TurnRule`` (``services.runs.RunOptions.turn``) does not hold for its thread
+    under the thread's row lock: another run came first. Each protocol words it its own way."""
+
+    code = "turn_refused"
+    status = 409
+
+
+class ThreadBusy(TurnRefused):
+    """A run that must start on an idle thread (or chain of runs) found a run of it still
+    queued, running or paused."""
+
+    code = "thread_busy"
+
+    def __init__(self) -> None:
+        super().__init__("the thread has a run queued, running or paused")
+
+
+class RunNotLatest(TurnRefused):
+    """A run that answers an earlier run found that run no longer the latest: another run
+    followed it first."""
+
+    code = "run_not_latest"
+
+    def __init__(self, run_id: str) -> None:
+        super().__init__(f"run {json.dumps(run_id)} is no longer the latest run of its thread")
+
+
 class EventCursorInvalid(DomainError):
     """A stream's resume cursor (``Last-Event-ID``) is not an event id."""
 

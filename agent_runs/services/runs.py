@@ -8,6 +8,7 @@ from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
+from django.db.models import Q
 from django.http import Http404
 
 from agent_runs.agent_config import automation_job_get
@@ -16,10 +17,13 @@ from agent_runs.errors import (
     ConversationMessageUnknown,
     RunIdConflict,
     RunInputInvalid,
+    RunNotLatest,
+    ThreadBusy,
 )
 from agent_runs.models import Message, Run, Thread
 from agent_runs.run_input import RunAgentInput, snapshot_sha256, user_text
 from agent_runs.selectors.messages import thread_message_ids_known
+from agent_runs.services.lifecycle import ACTIVE_STATUSES
 from agent_runs.services.messages import MessageDraft, messages_append
 from agent_runs.services.queue import run_enqueue
 from attachments.models import Attachment
@@ -30,6 +34,22 @@ logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
+class TurnRule:
+    """What the thread's runs must be for a new run to be created, checked in
+    ``run_create``'s transaction once it holds the thread's row lock: runs are created only
+    under that lock, so of two requests at once the second sees the first's run.
+
+    ``chain``: the runs looked at are the run whose runId it is and the runs whose parent it
+    is (an A2A task) rather than all the thread's. ``after_run_id``: the latest of them must
+    be this run, the one the new run answers (``RunNotLatest``). ``idle``: none of them may
+    be queued, running or paused (``ThreadBusy``)."""
+
+    after_run_id: str | None = None
+    idle: bool = True
+    chain: str | None = None
+
+
+@dataclass(frozen=True)
 class RunOptions:
     """How a run goes, beyond its input.
 
@@ -37,12 +57,14 @@ class RunOptions:
     then parks (``paused``) until given more (``run_resume(steps=…)``); 0 parks it before it
     starts. ``answer_artifact``: its final answer is kept as a file artifact of the thread.
     ``thread_metadata``: kept with the thread when the run creates it. ``request``: what the
-    protocol request asked beyond the input (``Run.request``)."""
+    protocol request asked beyond the input (``Run.request``). ``turn``: the run is
+    refused unless its thread's runs meet this rule (``TurnRule``)."""
 
     step_budget: int | None = None
     answer_artifact: bool = False
     thread_metadata: dict[str, Any] = field(default_factory=dict)
     request: dict[str, Any] = field(default_factory=dict)
+    turn: TurnRule | None = None
 
 
 def run_create(
@@ -63,6 +85,9 @@ def run_create(
     (AG-UI clients send all of it every turn). Each id must name a message of the thread
     (``ConversationMessageUnknown``), and the new user message must not be one
     (``ConversationMessageRepeated``); nothing of the earlier messages is stored again.
+
+    ``options.turn`` is checked after the retry is recognised: a retry of a run that exists
+    answers that run, even though the run itself now makes its thread busy.
     """
     snapshot = run_input.snapshot()
     images = _binary_blocks_resolve(user=user, snapshot=snapshot)
@@ -106,6 +131,8 @@ def _run_create(
             if existing.input_sha256 != input_sha256:
                 raise RunIdConflict()
             return existing
+    if options.turn is not None:
+        _turn_check(thread=thread, rule=options.turn)
     if earlier_message_ids is not None:
         _conversation_check(
             thread=thread,
@@ -146,6 +173,20 @@ def _run_create(
     if run.status == Run.Status.QUEUED:
         transaction.on_commit(partial(run_enqueue, run=run))
     return run
+
+
+def _turn_check(*, thread: Thread, rule: TurnRule) -> None:
+    """The thread's runs meet ``rule``; the caller holds the thread's row lock (in READ
+    COMMITTED each query sees every run committed before the lock was granted)."""
+    runs = Run.objects.filter(thread=thread)
+    if rule.chain is not None:
+        runs = runs.filter(Q(run_id=rule.chain) | Q(parent_run_id=rule.chain))
+    if rule.after_run_id is not None:
+        latest = runs.order_by("-created_at", "-pk").values_list("run_id", flat=True).first()
+        if latest != rule.after_run_id:
+            raise RunNotLatest(rule.after_run_id)
+    if rule.idle and runs.filter(status__in=ACTIVE_STATUSES).exists():
+        raise ThreadBusy()
 
 
 def _conversation_check(

@@ -19,6 +19,7 @@ from a2a.types.a2a_pb2 import (
     CancelTaskRequest,
     GetTaskRequest,
     ListTasksRequest,
+    Message,
     SendMessageRequest,
     SubscribeToTaskRequest,
     TaskState,
@@ -33,6 +34,7 @@ from a2a.utils.errors import (
     TaskNotFoundError,
     UnsupportedOperationError,
 )
+from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.http import Http404, HttpResponseBase, StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
@@ -46,6 +48,7 @@ from rest_framework.response import Response
 
 from agent_runs.authentication import request_user
 from agent_runs.awaited import awaited_response, run_end_answer
+from agent_runs.errors import TurnRefused
 from agent_runs.events.sse import sse_response
 from agent_runs.json_input import JsonBodyParser
 from agent_runs.models import Run
@@ -78,7 +81,7 @@ from agent_runs.selectors.events import EventStreamStart, event_stream_start, th
 from agent_runs.selectors.runs import session_thread_id
 from agent_runs.services.lifecycle import run_cancel
 from agent_runs.services.push import push_url_check
-from agent_runs.services.runs import RunOptions, run_create
+from agent_runs.services.runs import RunOptions, TurnRule, run_create
 from config.errors import DomainError
 
 _TAGS = ["a2a"]
@@ -176,18 +179,7 @@ def _send(request: Request, call: RpcCall, *, stream: bool) -> HttpResponseBase:
     text = message_text(message)
     user = request_user(request)
     run_id = str(uuid.uuid4())
-    earlier: list[Run] = []
-    if message.task_id:
-        earlier = task_runs(user=user, task_id=message.task_id)
-        _follow_up_check(earlier, message.task_id, message.context_id)
-        task_id, thread_id = message.task_id, earlier[0].thread_id
-    else:
-        task_id = run_id
-        thread_id = (
-            session_thread_id(user=user, session=message.context_id)
-            if message.context_id
-            else uuid.uuid4()
-        )
+    task_id, thread_id, earlier, turn = _send_target(user=user, message=message, run_id=run_id)
     after_id = thread_last_event_id(thread_id=thread_id)
     push = params.configuration.task_push_notification_config
     if params.configuration.HasField("task_push_notification_config"):
@@ -208,12 +200,14 @@ def _send(request: Request, call: RpcCall, *, stream: bool) -> HttpResponseBase:
                     task_id=task_id if earlier else None,
                     text=text,
                 ),
-                options=RunOptions(request=kept),
+                options=RunOptions(request=kept, turn=turn),
             )
             if params.configuration.HasField("task_push_notification_config"):
                 task_push_config_create(run=earlier[0] if earlier else run, config=push)
     except Http404:  # a contextId naming the UUID of someone else's thread
         raise TaskNotFoundError(message=f"Context {message.context_id} not found") from None
+    except TurnRefused:  # another follow-up continued the task first
+        raise _follow_up_overtaken(user, message.task_id, message.context_id) from None
     runs = [*earlier, run]
     if stream:
         return _stream_of(request, call, runs)
@@ -232,6 +226,26 @@ def _send(request: Request, call: RpcCall, *, stream: bool) -> HttpResponseBase:
     return awaited_response(request, answer)
 
 
+def _send_target(
+    *, user: AbstractBaseUser, message: Message, run_id: str
+) -> tuple[str, uuid.UUID, list[Run], TurnRule | None]:
+    """Where a message goes: its task's id and thread, the task's runs so far and the rule
+    of turns its run must meet. A follow-up continues its task; any other message begins a
+    task (the new run) on its context's thread, or a new one."""
+    if not message.task_id:
+        if not message.context_id:
+            return run_id, uuid.uuid4(), [], None
+        return run_id, session_thread_id(user=user, session=message.context_id), [], None
+    earlier = task_runs(user=user, task_id=message.task_id)
+    refusal = _follow_up_refusal(earlier, message.task_id, message.context_id)
+    if refusal is not None:
+        raise refusal
+    # Checked again by run_create under the thread's lock: the run that asked is still the
+    # task's latest, so of two follow-ups sent at once only one continues it.
+    turn = TurnRule(after_run_id=earlier[-1].run_id, chain=message.task_id)
+    return message.task_id, earlier[0].thread_id, earlier, turn
+
+
 def _configuration_kept(params: SendMessageRequest) -> dict[str, Any]:
     """The send's configuration as its run keeps it: without the push config (its token is
     the client's secret; the config is kept as such)."""
@@ -240,19 +254,35 @@ def _configuration_kept(params: SendMessageRequest) -> dict[str, Any]:
     return kept
 
 
-def _follow_up_check(runs: list[Run], task_id: str, context_id: str) -> None:
-    """A message to an existing task continues it only once it has asked for input."""
+def _follow_up_refusal(runs: list[Run], task_id: str, context_id: str) -> A2AError | None:
+    """Why a message to an existing task may not continue it (``None``: it may): only a
+    task that has asked for input takes one."""
     if context_id and context_id != str(runs[0].thread_id):
-        raise InvalidParamsError(
+        return InvalidParamsError(
             message=f"Task {task_id} belongs to context {runs[0].thread_id}, not {context_id}"
         )
     state = task_snapshot(runs=runs).projection.state
     if state != INPUT_REQUIRED:
         reason = "has ended" if state in ENDED_STATES else "is still working"
-        raise UnsupportedOperationError(
+        return UnsupportedOperationError(
             message=f"Task {task_id} {reason} ({state}): only a task that asked for input "
             "takes a follow-up message"
         )
+    return None
+
+
+def _follow_up_overtaken(user: AbstractBaseUser, task_id: str, context_id: str) -> A2AError:
+    """The error of a follow-up that ``run_create`` refused because another one continued
+    the task first: the task as it stands now says why, as if this message came second."""
+    refusal = _follow_up_refusal(task_runs(user=user, task_id=task_id), task_id, context_id)
+    if refusal is not None:
+        return refusal
+    # The other follow-up has already ended with a new question: this message answered the
+    # one before it.
+    return UnsupportedOperationError(
+        message=f"Task {task_id} took another follow-up message first and asks for input "
+        "again: send a follow-up to its new question"
+    )
 
 
 def _task_now(runs: list[Run], history_length: int | None = None) -> Wire:

@@ -23,6 +23,7 @@ from rest_framework.response import Response
 from agent_runs.authentication import request_user
 from agent_runs.awaited import awaited_response, run_end_answer
 from agent_runs.db import db_call
+from agent_runs.errors import RunNotLatest, ThreadBusy
 from agent_runs.events.follow import thread_events
 from agent_runs.events.sse import KEEP_ALIVE_FRAME, sse_response
 from agent_runs.json_input import JsonBodyParser
@@ -56,13 +57,9 @@ from agent_runs.selectors.events import (
     run_event_payloads,
     thread_last_event_id,
 )
-from agent_runs.selectors.runs import (
-    run_get_for_user,
-    session_thread_id,
-    thread_latest_run_of_user,
-)
-from agent_runs.services.lifecycle import ACTIVE_STATUSES, run_cancel
-from agent_runs.services.runs import RunOptions, run_create
+from agent_runs.selectors.runs import run_get_for_user, session_thread_id
+from agent_runs.services.lifecycle import run_cancel
+from agent_runs.services.runs import RunOptions, TurnRule, run_create
 from billing.selectors import run_usage_summary
 
 _TAGS = ["openai responses"]
@@ -161,27 +158,19 @@ def _response_run(request: Request, response_id: str, *, param: str | None = Non
         raise ResponseNotFound(response_id, param=param) from None
 
 
-def _thread_of(request: Request, body: ResponseCreate) -> uuid.UUID:
-    """The thread the new response goes on: ``previous_response_id``'s (it must be the
-    latest response there), ``conversation``'s, or a new one. A conversation whose latest
-    response is still in progress is busy."""
-    user = request_user(request)
+def _thread_of(request: Request, body: ResponseCreate) -> tuple[uuid.UUID, TurnRule | None]:
+    """The thread the new response goes on (``previous_response_id``'s, ``conversation``'s,
+    or a new one) and its rule of turns there: after ``previous_response_id`` that response must
+    be the latest there, and no response of the conversation may be in progress. The rule is
+    checked by ``run_create`` under the thread's row lock, so of two turns sent at once only
+    one is accepted."""
     if body.previous_response_id is not None:
         previous = _response_run(request, body.previous_response_id, param="previous_response_id")
-        latest = thread_latest_run_of_user(user=user, thread_id=previous.thread_id)
-        if latest is None or latest.pk != previous.pk:
-            raise PreviousResponseNotLatest(body.previous_response_id)
-        if previous.status in ACTIVE_STATUSES:
-            raise ConversationBusy("previous_response_id")
-        return previous.thread_id
+        return previous.thread_id, TurnRule(after_run_id=previous.run_id)
     conversation = body.conversation_id
     if conversation is None:
-        return uuid.uuid4()
-    thread_id = session_thread_id(user=user, session=conversation)
-    latest = thread_latest_run_of_user(user=user, thread_id=thread_id)
-    if latest is not None and latest.status in ACTIVE_STATUSES:
-        raise ConversationBusy("conversation")
-    return thread_id
+        return uuid.uuid4(), None
+    return session_thread_id(user=request_user(request), session=conversation), TurnRule()
 
 
 _CREATED = {
@@ -207,7 +196,7 @@ class ResponseCreateApi(ResponsesApi):
     def post(self, request: Request) -> HttpResponseBase:
         body = response_create_parse(request.data)
         user = request_user(request)
-        thread_id = _thread_of(request, body)
+        thread_id, turn = _thread_of(request, body)
         response_id = new_response_id()
         # Read first: the run's events (its terminal one too) come after it.
         after_id = thread_last_event_id(thread_id=thread_id)
@@ -218,11 +207,17 @@ class ResponseCreateApi(ResponsesApi):
                     thread_id=thread_id, response_id=response_id, text=input_text(body)
                 ),
                 options=RunOptions(
-                    request=response_request(body, previous_response_id=body.previous_response_id)
+                    request=response_request(body, previous_response_id=body.previous_response_id),
+                    turn=turn,
                 ),
             )
         except Http404:  # a conversation named by the UUID of someone else's thread
             raise ConversationNotFound(str(body.conversation_id)) from None
+        except RunNotLatest:  # a fork, or another turn after it came first
+            raise PreviousResponseNotLatest(str(body.previous_response_id)) from None
+        except ThreadBusy:
+            previous = body.previous_response_id is not None
+            raise ConversationBusy("previous_response_id" if previous else "conversation") from None
         if body.stream:
             return _stream(run, user)
         if body.background:
