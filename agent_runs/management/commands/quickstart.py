@@ -100,7 +100,7 @@ class Command(BaseCommand):
             lines.append(
                 "Get an API token:  .venv/bin/python manage.py create_api_token <username>"
             )
-        self.stdout.write(self.style.SUCCESS(lines[0]) + "\n".join(lines[1:]))
+        self.stdout.write("\n".join([self.style.SUCCESS(lines[0]), *lines[1:]]))
         self.stdout.write("Press Ctrl-C to stop everything.\n")
 
     def _demo_token(self) -> str:
