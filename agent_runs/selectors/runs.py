@@ -34,13 +34,6 @@ def run_get_for_user(
     return found[0]
 
 
-def thread_latest_run_of_user(*, user: AbstractBaseUser, thread_id: uuid.UUID) -> Run | None:
-    """The latest run of the thread, if the thread is the caller's (``None`` otherwise, or
-    when it has none)."""
-    runs = Run.objects.filter(thread_id=thread_id, thread__owner_id=user.pk)
-    return runs.order_by("-created_at", "-pk").first()
-
-
 def run_for_execution(*, run_pk: int) -> tuple[Run, int]:
     """A run with its thread, and its thread's last event id (0 for none: the emitter's
     starting point), in one query."""
