@@ -12,6 +12,7 @@ from typing import Any
 import django_rq
 import pytest
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.db import connection, connections
 from django.test import TestCase
 from rest_framework.test import APIClient
@@ -208,6 +209,14 @@ def start_worker(**env_overrides: str) -> subprocess.Popen[bytes]:
     env = service_env(**{"REDIS_URL": settings.REDIS_URL, **env_overrides})
     command = [sys.executable, "manage.py", "rqworker", settings.AGENT_RUNS_QUEUE]
     return subprocess.Popen(command, cwd=settings.BASE_DIR, env=env)
+
+
+@pytest.fixture
+def staff_client(client: Any) -> Any:
+    """Django's test client signed in as a superuser (the admin's pages)."""
+    staff = get_user_model().objects.create_superuser("staff", "staff@example.com", "pw-12345!")
+    client.force_login(staff)
+    return client
 
 
 @pytest.fixture

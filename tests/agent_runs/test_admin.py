@@ -7,13 +7,6 @@ from tests.conftest import post_run, run_input, work_burst
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def staff_client(client):
-    staff = get_user_model().objects.create_superuser("staff", "staff@example.com", "pw-12345!")
-    client.force_login(staff)
-    return client
-
-
 def test_staff_find_a_run_by_thread_id_and_read_its_messages(alice, staff_client, redis_queue):
     body = run_input()
     post_run(alice, body)

@@ -17,13 +17,6 @@ COSTS = "/admin/billing/costs/"
 
 
 @pytest.fixture
-def staff_client(client):
-    staff = get_user_model().objects.create_superuser("staff", "staff@example.com", "pw-12345!")
-    client.force_login(staff)
-    return client
-
-
-@pytest.fixture
 def calls(alice_user, bob_user, deepseek_price):
     """Alice: one DeepSeek call; bob: two, and one of a model with no price."""
     records = []

@@ -28,13 +28,6 @@ ARGUMENTS = {"title": "Dentist", "start": "2026-03-17T09:00"}
 
 
 @pytest.fixture
-def staff_client(client):
-    staff = get_user_model().objects.create_superuser("staff", "staff@example.com", "pw-12345!")
-    client.force_login(staff)
-    return client
-
-
-@pytest.fixture
 def priced_model(fake_openai, settings):
     """The router and the worker on the loopback model, with a catalog price."""
     settings.AGENT_ROUTER_MODEL = MODEL

@@ -17,10 +17,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from django.conf import settings
 
 from agent_runs.models import Artifact, Step
-from tests.conftest import start_daphne, start_worker, stop_process
+from tests.conftest import DEMO, serving
 
 CLIENT_DIR = Path(__file__).resolve().parents[3] / "clients" / "agent_protocol"
 CLIENT_PYTHON = CLIENT_DIR / ".venv" / "bin" / "python"
@@ -63,19 +62,12 @@ def server_port(redis_queue: Any, tmp_path: Path) -> Iterator[int]:
     """daphne and a real worker on the test database and Redis, sharing an attachments
     storage of this test's own, with the demo model in every stage."""
     env = {
+        **DEMO,
         "ATTACHMENT_STORAGE_ROOT": str(tmp_path / "attachments"),
-        "AGENT_WORKER_MODEL": "demo",
-        "AGENT_ROUTER_MODEL": "demo",
-        "AGENT_MEMORY_MODEL": "demo",
         "AGENT_PROTOCOL_STEP_WAIT_SECONDS": "60",
     }
-    server, port = start_daphne(redis_url=settings.REDIS_URL, **env)
-    worker = start_worker(**env)
-    try:
+    with serving(**env) as port:
         yield port
-    finally:
-        stop_process(worker)
-        stop_process(server)
 
 
 def run_client(port: int, token: str, workdir: Path) -> dict[str, Any]:
