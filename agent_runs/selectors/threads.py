@@ -15,10 +15,10 @@ from ag_ui.core import EventType
 from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import Count, Model, OuterRef, Q, QuerySet, Subquery
 from django.db.models.fields.json import KT
-from django.db.models.functions import Coalesce
+from django.db.models.functions import Coalesce, Left
 from django.http import Http404
 
-from agent_runs.models import Run, RunEvent, Thread
+from agent_runs.models import Message, Run, RunEvent, Thread
 from agent_runs.selectors.runs import run_get_for_user
 
 T = TypeVar("T")
@@ -101,15 +101,24 @@ def with_error_code(runs: QuerySet[Run]) -> QuerySet[Run]:
     return runs.annotate(error_code=Subquery(error_event.values(code=KT("payload__code"))[:1]))
 
 
+# A thread's title: the start of its first user message.
+TITLE_MAX_CHARS = 80
+
+
 def _with_latest_run(threads: QuerySet[Thread]) -> QuerySet[Thread]:
-    """Each thread's latest run's runId, status and times, as four index probes of one
+    """Each thread's latest run's runId, status and times, and its ``title`` (the first
+    ``TITLE_MAX_CHARS`` characters of its first user message), as index probes of one
     query."""
     latest = Run.objects.filter(thread_id=OuterRef("pk")).order_by("-created_at", "-pk")
+    first_said = Message.objects.filter(thread_id=OuterRef("pk"), role=Message.Role.USER).order_by(
+        "seq"
+    )
     return threads.annotate(
+        title=Subquery(first_said.values(text=Left("content", TITLE_MAX_CHARS))[:1]),
         **{
             f"latest_run_{field}": Subquery(latest.values(field)[:1])
             for field in ("run_id", "status", "created_at", "finished_at")
-        }
+        },
     )
 
 

@@ -25,6 +25,11 @@ class ThreadSerializer(serializers.Serializer):
     """A thread; ``updatedAt`` is its latest activity (a message stored, a run ended)."""
 
     threadId = serializers.UUIDField(source="id")
+    title = serializers.CharField(
+        allow_null=True,
+        help_text="The start of the thread's first user message (80 characters at most); "
+        "null for a thread without one, and empty when it held only images.",
+    )
     createdAt = serializers.DateTimeField(source="created_at")
     updatedAt = serializers.DateTimeField(source="updated_at")
     latestRun = serializers.SerializerMethodField(method_name="latest_run")

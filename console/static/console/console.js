@@ -8,7 +8,6 @@ const API = root.dataset.api;
 const CSRF = root.dataset.csrf;
 const MAX_IMAGES = 3;
 const IMAGE_TYPES = ["image/png", "image/jpeg", "image/gif", "image/webp"];
-const TITLES_KEY = "console.threadTitles";
 
 const $ = (id) => document.getElementById(id);
 const ui = {
@@ -103,30 +102,11 @@ function announce(text) {
   requestAnimationFrame(() => (ui.announcer.textContent = text));
 }
 
-// --- thread titles: the first user message, kept by this browser ----------------------------
-
-function titles() {
-  try {
-    return JSON.parse(localStorage.getItem(TITLES_KEY) || "{}");
-  } catch {
-    return {};
-  }
-}
-
-function titleRemember(threadId, text, { replace = false } = {}) {
-  const known = titles();
-  if (!text || (known[threadId] && !replace)) return;
-  known[threadId] = text.replace(/\s+/g, " ").trim().slice(0, 80);
-  try {
-    localStorage.setItem(TITLES_KEY, JSON.stringify(known));
-  } catch {
-    /* storage full or disabled: the date serves */
-  }
-}
+// --- thread titles: the start of the first user message, as the threads API gives it -----
 
 function threadTitle(thread) {
-  const known = titles()[thread.threadId];
-  if (known) return known;
+  if (thread.title) return thread.title.replace(/\s+/g, " ").trim();
+  if (thread.title === "") return "Images";
   const created = new Date(thread.createdAt);
   return `Thread of ${created.toLocaleDateString([], { month: "short", day: "numeric", year: "numeric" })}, ${created.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" })}`;
 }
@@ -246,10 +226,6 @@ function historyDayShow(snapshot, { prepend }) {
   messages.append(...snapshot.messages.map(historyMessage));
   state.oldestDay = snapshot.day;
   ui.loadEarlier.hidden = !snapshot.hasMore;
-  if (!snapshot.hasMore) {
-    const first = snapshot.messages.find((message) => message.role === "user" && message.content);
-    if (first) titleRemember(snapshot.threadId, first.content);
-  }
 }
 
 async function threadOpen(threadId, latestRun = null) {
@@ -439,7 +415,6 @@ async function send({ text, attachments }) {
   autoGrow();
   if (newThread) {
     state.threadId = threadId;
-    titleRemember(threadId, text || "Images");
     if (!state.oldestDay) state.oldestDay = localDay();
   }
   await runFollow({ threadId, runId, turn, controller });

@@ -75,7 +75,7 @@ def test_the_thread_list_shows_each_thread_with_its_latest_run(alice, bob, redis
     assert body["next"] is None
     assert [thread["threadId"] for thread in body["threads"]] == [newer, older]
     first = body["threads"][0]
-    assert set(first) == {"threadId", "createdAt", "updatedAt", "latestRun"}
+    assert set(first) == {"threadId", "title", "createdAt", "updatedAt", "latestRun"}
     run_2 = Run.objects.get(thread_id=newer, run_id="run-2")
     assert first["latestRun"] == {
         "runId": "run-2",
@@ -83,6 +83,21 @@ def test_the_thread_list_shows_each_thread_with_its_latest_run(alice, bob, redis
         "createdAt": run_2.created_at.isoformat().replace("+00:00", "Z"),
         "finishedAt": None,
     }
+
+
+def test_a_thread_s_title_is_the_start_of_its_first_user_message(alice, redis_queue):
+    thread_id = str(uuid.uuid4())
+    said = ["Plan my week " + "and more " * 20, "Now only Tuesday"]
+    for number, text in enumerate(said, start=1):
+        message = {"id": f"msg-{number}", "role": "user", "content": text}
+        body = run_input(threadId=thread_id, runId=f"run-{number}", messages=[message])
+        assert post_run(alice, body).status_code == 202
+
+    [listed] = alice.get(THREADS).json()["threads"]
+    detail = alice.get(f"{THREADS}/{thread_id}").json()
+
+    assert listed["title"] == said[0][:80] and len(said[0]) > 80
+    assert detail["title"] == listed["title"]
 
 
 def test_a_thread_without_runs_has_no_latest_run(alice, alice_token):
@@ -94,7 +109,7 @@ def test_a_thread_without_runs_has_no_latest_run(alice, alice_token):
     [listed] = alice.get(THREADS).json()["threads"]
     detail = alice.get(f"{THREADS}/{thread.pk}").json()
 
-    assert listed["latestRun"] is None
+    assert listed["latestRun"] is None and listed["title"] is None
     assert detail["latestRun"] is None and detail["runCount"] == 0
 
 
