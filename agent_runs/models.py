@@ -141,6 +141,11 @@ class Run(models.Model):
         return self.run_id
 
 
+# A run still to end (it holds its thread's turn), and a run that has ended.
+RUN_ACTIVE_STATUSES = (Run.Status.QUEUED, Run.Status.RUNNING, Run.Status.PAUSED)
+RUN_ENDED_STATUSES = (Run.Status.COMPLETED, Run.Status.FAILED, Run.Status.CANCELLED)
+
+
 class Message(models.Model):
     """A stored chat message (docs/spec/chat-messages-and-attachments.md, Message Metadata)."""
 

@@ -19,9 +19,7 @@ from redis.exceptions import RedisError
 from redis.retry import Retry
 from rq.queue import Queue
 
-from agent_runs.models import Run, WorkerBeat
-
-ACTIVE_STATUSES = (Run.Status.QUEUED, Run.Status.RUNNING, Run.Status.PAUSED)
+from agent_runs.models import RUN_ACTIVE_STATUSES, Run, WorkerBeat
 
 
 @cache
@@ -51,9 +49,9 @@ def workers_beating() -> int:
 
 def runs_active_by_status() -> dict[str, int]:
     """How many runs are queued, running and paused, fleet-wide (every status listed)."""
-    counts = dict.fromkeys((str(status) for status in ACTIVE_STATUSES), 0)
+    counts = dict.fromkeys((str(status) for status in RUN_ACTIVE_STATUSES), 0)
     rows = (
-        Run.objects.filter(status__in=ACTIVE_STATUSES)
+        Run.objects.filter(status__in=RUN_ACTIVE_STATUSES)
         .values("status")
         .annotate(runs=Count("pk"))
         .order_by()

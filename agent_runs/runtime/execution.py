@@ -17,21 +17,24 @@ from ag_ui.core import CustomEvent, RunFinishedEvent, RunStartedEvent
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.db import DatabaseError, InterfaceError, OperationalError, connections, transaction
+from django.utils import timezone
 from pydantic import BaseModel
 from rq.timeouts import JobTimeoutException
 
+from agent_runs import metrics
 from agent_runs.agent_config import stage_enabled
 from agent_runs.errors import RunNoLongerRunning
 from agent_runs.events.codec import RUN_PAUSED_EVENT, RUN_RESUMED_EVENT
 from agent_runs.events.emitter import RunEventEmitter
-from agent_runs.models import Message, Run, Stage
+from agent_runs.log_context import run_log_context
+from agent_runs.models import RUN_ENDED_STATUSES, Message, Run, Stage
 from agent_runs.runtime.async_bridge import bridge_loop
 from agent_runs.runtime.chat_models import ModelCall
 from agent_runs.runtime.demo_model import DEMO_MODEL_ID
 from agent_runs.runtime.output import AgentOutput, RouteDecision
 from agent_runs.runtime.stages import RunTurn, memory_stage, router_stage, worker_stage
 from agent_runs.selectors.context import user_memory_notes
-from agent_runs.selectors.runs import run_for_execution
+from agent_runs.selectors.runs import run_for_execution, run_status
 from agent_runs.services.lifecycle import (
     run_claim,
     run_complete,
@@ -83,6 +86,16 @@ def run_execute(*, run_pk: int) -> None:
         return
     claim_holder.current = Claim(run_pk, token)
     run, last_event_id = with_reconnect(partial(run_for_execution, run_pk=run_pk))
+    # Every log line from here to the end names the run (ops/logging.py).
+    with run_log_context(run_id=run.run_id, thread_id=str(run.thread_id)):
+        logger.info("run %s: claimed", run.pk)
+        ended = _run_job(run, token=token, last_event_id=last_event_id)
+        _run_measure(run, ended=ended)
+
+
+def _run_job(run: Run, *, token: uuid.UUID, last_event_id: int) -> str | None:
+    """The claimed run's pipeline; the status it ended with under this job (``None`` when it
+    was parked, or ended by someone else in a way this job cannot tell)."""
     # The job's events are written as they come, from the loop its replies run on.
     emitter = RunEventEmitter(
         run=run,
@@ -92,15 +105,16 @@ def run_execute(*, run_pk: int) -> None:
         loop=bridge_loop(),
     )
     try:
-        _run_pipeline(run, emitter)
+        return Run.Status.COMPLETED if _run_pipeline(run, emitter) else None
     except RunNoLongerRunning:
         # Cancelled (or failed by the sweeper) while it ran: whoever ended the run ended its
         # journal; nothing more is this job's to write.
         logger.info("run %s ended while its job ran", run.pk)
+        return with_reconnect(partial(run_status, run_pk=run.pk))
     except Exception as exc:
         logger.exception("run %s failed", run.pk)
         emitter.settle()  # what was emitted before the failure comes before its RUN_ERROR
-        with_reconnect(
+        failed = with_reconnect(
             partial(
                 run_fail,
                 run_pk=run.pk,
@@ -109,13 +123,31 @@ def run_execute(*, run_pk: int) -> None:
                 claim_token=token,
             )
         )
+        return Run.Status.FAILED if failed else with_reconnect(partial(run_status, run_pk=run.pk))
     finally:
         emitter.settle()  # the job's writes are all made when it ends
         claim_holder.current = None
         with_reconnect(partial(run_dispatch_next, thread_id=run.thread_id))
 
 
-def _run_pipeline(run: Run, emitter: RunEventEmitter) -> None:
+def _run_measure(run: Run, *, ended: str | None) -> None:
+    """The run in this worker's metrics (docs/operations.md), from what the job loaded: its
+    wait for its first claim (a parked run's resume is not a wait in the queue) and, when it
+    ended, its status and its duration from its first start."""
+    assert run.started_at is not None, "the claim sets started_at"
+    if run.checkpoint is None:
+        wait = (run.started_at - run.created_at).total_seconds()
+        metrics.RUN_QUEUE_WAIT.observe(max(wait, 0.0))
+    if ended in RUN_ENDED_STATUSES:
+        seconds = max((timezone.now() - run.started_at).total_seconds(), 0.0)
+        metrics.RUNS_FINISHED.labels(ended).inc()
+        metrics.RUN_DURATION.labels(ended).observe(seconds)
+        logger.info("run %s %s after %.2f s", run.pk, ended, seconds)
+
+
+def _run_pipeline(run: Run, emitter: RunEventEmitter) -> bool:
+    """The run's stages, then its end: ``True`` when it completed, ``False`` when it was
+    parked (``RunNoLongerRunning`` when it was ended meanwhile)."""
     ids = {"thread_id": str(run.thread_id), "run_id": run.run_id}
     checkpoint = Checkpoint.model_validate(run.checkpoint or {})
     if not emitter.started:
@@ -139,7 +171,7 @@ def _run_pipeline(run: Run, emitter: RunEventEmitter) -> None:
             continue  # done before the run was parked
         checkpoint.next = stage
         if _park_if_asked(turn, checkpoint, done=index):
-            return
+            return False
         is_last = index == len(stages) - 1
         if stage == Stage.ROUTER:
             checkpoint.decision = router_stage(turn, is_last=is_last)
@@ -159,6 +191,7 @@ def _run_pipeline(run: Run, emitter: RunEventEmitter) -> None:
         emitter.emit(RunFinishedEvent(**ids))
         if not run_complete(run=run, claim_token=turn.claim_token):
             raise RunNoLongerRunning(run.pk)
+    return True
 
 
 def pipeline_stages(run: Run) -> list[Stage]:

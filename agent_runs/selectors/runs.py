@@ -34,6 +34,11 @@ def run_get_for_user(
     return found[0]
 
 
+def run_status(*, run_pk: int) -> str | None:
+    """The run's status now (``None`` once it is deleted with its thread)."""
+    return Run.objects.filter(pk=run_pk).values_list("status", flat=True).first()
+
+
 def run_for_execution(*, run_pk: int) -> tuple[Run, int]:
     """A run with its thread, and its thread's last event id (0 for none: the emitter's
     starting point), in one query."""

@@ -22,7 +22,7 @@ from django.utils import timezone
 
 from agent_runs.errors import RunNotPaused
 from agent_runs.events.emitter import RunEventEmitter
-from agent_runs.models import Run, RunEvent, Step, Thread
+from agent_runs.models import RUN_ACTIVE_STATUSES, Run, RunEvent, Step, Thread
 from agent_runs.selectors.runs import runs_next_queued_of_idle_threads
 from agent_runs.services.queue import job_stop, run_enqueue_if_idle, runs_enqueue_if_idle
 from agent_runs.signals import run_status_changed_send, run_status_transaction
@@ -36,7 +36,6 @@ RUN_ERROR_MESSAGE = "runtime execution failed"
 _MAX_ERROR_CHARS = 10_000
 # Not ended, and holding its place in its thread's line: a parked run keeps it until it is
 # resumed or cancelled.
-ACTIVE_STATUSES = (Run.Status.QUEUED, Run.Status.RUNNING, Run.Status.PAUSED)
 # Cancelled while queued, its journal not written yet: it still holds its place in line.
 _ENDED_UNSTARTED = Q(status=Run.Status.CANCELLED, started_at=None) & ~Exists(
     RunEvent.objects.filter(run_id=OuterRef("pk"))
@@ -142,7 +141,7 @@ def run_cancel(*, run: Run) -> Run:
         locked = Run.objects.select_for_update().get(pk=run.pk)
         was_running = locked.status == Run.Status.RUNNING
         journal_started = locked.started_at is not None
-        was_active = locked.status in ACTIVE_STATUSES
+        was_active = locked.status in RUN_ACTIVE_STATUSES
         if was_active:
             Run.objects.filter(pk=run.pk).update(
                 status=Run.Status.CANCELLED, finished_at=now, pause_requested=False
@@ -195,7 +194,7 @@ def run_resume(*, run: Run, steps: int | None = None) -> Run:
         if (
             steps is not None
             and locked.step_budget is not None
-            and locked.status in ACTIVE_STATUSES
+            and locked.status in RUN_ACTIVE_STATUSES
         ):
             changes["step_budget"] = locked.step_budget + steps
         elif not (
@@ -274,7 +273,7 @@ def _line_head(*, thread_id: uuid.UUID) -> Run | None:
     cancelled while queued with its journal not written yet."""
     return (
         Run.objects.filter(thread_id=thread_id)
-        .filter(Q(status__in=ACTIVE_STATUSES) | _ENDED_UNSTARTED)
+        .filter(Q(status__in=RUN_ACTIVE_STATUSES) | _ENDED_UNSTARTED)
         .order_by("pk")
         .first()
     )
@@ -289,7 +288,7 @@ def _ended_unstarted_journals_write(*, thread_id: uuid.UUID) -> None:
             if not Thread.objects.select_for_update().filter(pk=thread_id).exists():
                 return
             head = _line_head(thread_id=thread_id)
-            if head is None or head.status in ACTIVE_STATUSES:
+            if head is None or head.status in RUN_ACTIVE_STATUSES:
                 return
             _run_journal_end(head, code=RUN_CANCELLED_CODE, message=RUN_CANCELLED_MESSAGE)
 

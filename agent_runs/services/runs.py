@@ -20,10 +20,9 @@ from agent_runs.errors import (
     RunNotLatest,
     ThreadBusy,
 )
-from agent_runs.models import Message, Run, Thread
+from agent_runs.models import RUN_ACTIVE_STATUSES, Message, Run, Thread
 from agent_runs.run_input import RunAgentInput, snapshot_sha256, user_text
 from agent_runs.selectors.messages import thread_message_ids_known
-from agent_runs.services.lifecycle import ACTIVE_STATUSES
 from agent_runs.services.messages import MessageDraft, messages_append
 from agent_runs.services.queue import run_enqueue
 from attachments.models import Attachment
@@ -185,7 +184,7 @@ def _turn_check(*, thread: Thread, rule: TurnRule) -> None:
         latest = runs.order_by("-created_at", "-pk").values_list("run_id", flat=True).first()
         if latest != rule.after_run_id:
             raise RunNotLatest(rule.after_run_id)
-    if rule.idle and runs.filter(status__in=ACTIVE_STATUSES).exists():
+    if rule.idle and runs.filter(status__in=RUN_ACTIVE_STATUSES).exists():
         raise ThreadBusy()
 
 

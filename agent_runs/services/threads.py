@@ -8,8 +8,8 @@ from django.db import transaction
 from redis.exceptions import RedisError
 
 from agent_runs.events.emitter import redis_client, stream_key
-from agent_runs.models import Artifact, CalendarEvent, Run, Thread
-from agent_runs.services.lifecycle import ACTIVE_STATUSES, run_cancel
+from agent_runs.models import RUN_ACTIVE_STATUSES, Artifact, CalendarEvent, Run, Thread
+from agent_runs.services.lifecycle import run_cancel
 from attachments.selectors import attachments_of_thread_only
 from attachments.services import attachments_delete, stored_objects_delete
 
@@ -29,7 +29,9 @@ def thread_delete(*, thread: Thread) -> None:
     the thread goes.
     """
     while True:
-        for run in Run.objects.filter(thread=thread, status__in=ACTIVE_STATUSES).order_by("-pk"):
+        for run in Run.objects.filter(thread=thread, status__in=RUN_ACTIVE_STATUSES).order_by(
+            "-pk"
+        ):
             # The newest first, so no cancel passes the thread's turn to a run still queued.
             run_cancel(run=run)
         with transaction.atomic():
@@ -37,7 +39,7 @@ def thread_delete(*, thread: Thread) -> None:
             locked = Thread.objects.select_for_update().filter(pk=thread.pk).first()
             if locked is None:
                 return  # deleted meanwhile
-            if Run.objects.filter(thread=locked, status__in=ACTIVE_STATUSES).exists():
+            if Run.objects.filter(thread=locked, status__in=RUN_ACTIVE_STATUSES).exists():
                 continue  # accepted before the lock: cancel it too
             attachments_delete(attachments=attachments_of_thread_only(thread=locked))
             stored_objects_delete(

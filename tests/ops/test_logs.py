@@ -51,7 +51,7 @@ def test_a_worker_s_json_lines_name_the_run_and_thread(
     of_run = [record for record in records if record.get("run_id") == body["runId"]]
     assert len(of_run) >= 2, lines
     assert all(record["thread_id"] == body["threadId"] for record in of_run)
-    assert any(record["message"].endswith("job started (queued)") for record in of_run)
+    assert any(record["message"].endswith(": claimed") for record in of_run)
     assert any(" completed after " in record["message"] for record in of_run)
     # and lines outside a run carry no run
     outside = [record for record in records if "run_id" not in record]
@@ -66,7 +66,7 @@ def test_a_worker_s_text_lines_name_the_run_and_thread(
     named = f"run_id={body['runId']} thread_id={body['threadId']}"
     of_run = [line for line in lines if line.endswith(named)]
     assert len(of_run) >= 2, lines
-    assert any("job started (queued)" in line for line in of_run)
+    assert any(": claimed " in line for line in of_run)
 
 
 @pytest.mark.parametrize(("debug", "expected"), [("true", "text"), ("false", "json")])

@@ -3,10 +3,9 @@ and a run's stored events, for the translator (outbound.py)."""
 
 from typing import Any
 
-from agent_runs.models import Run
+from agent_runs.models import RUN_ACTIVE_STATUSES, Run
 from agent_runs.protocols.agent_api.outbound import ResponseFacts, response_current
 from agent_runs.selectors.events import run_event_payloads
-from agent_runs.services.lifecycle import ACTIVE_STATUSES
 from billing.selectors import run_usage_summary
 
 # How this protocol marks the runs it creates (``Run.request["protocol"]``).
@@ -28,7 +27,7 @@ def response_facts(*, run: Run) -> ResponseFacts:
         created_at=int(run.created_at.timestamp()),
         request=dict(run.request.get("kept", {})) if own else {},
     )
-    if run.status in ACTIVE_STATUSES or run.finished_at is None:
+    if run.status in RUN_ACTIVE_STATUSES or run.finished_at is None:
         return facts
     return ResponseFacts(
         response_id=facts.response_id,

@@ -19,7 +19,7 @@ from rest_framework.response import Response
 from agent_runs.authentication import request_user
 from agent_runs.errors import RunNotPaused
 from agent_runs.json_input import JsonBodyParser
-from agent_runs.models import Artifact, Run, Step, Thread
+from agent_runs.models import RUN_ACTIVE_STATUSES, Artifact, Run, Step, Thread
 from agent_runs.protocols.agent_protocol.errors import (
     AgentProtocolApi,
     BodyInvalid,
@@ -57,7 +57,7 @@ from agent_runs.selectors.steps import (
     tasks_of_user,
 )
 from agent_runs.services.artifacts import artifact_delete, artifact_upload
-from agent_runs.services.lifecycle import ACTIVE_STATUSES, run_cancel, run_pause, run_resume
+from agent_runs.services.lifecycle import run_cancel, run_pause, run_resume
 from agent_runs.services.runs import RunOptions, run_create
 from agent_runs.services.steps import client_step_create, client_step_update
 from agent_runs.services.threads import thread_delete
@@ -199,7 +199,7 @@ def _task_control(request: Request, task_id: str, act: Callable[[Run | None], Ru
 
 
 def _pause(run: Run | None) -> Run:
-    if run is None or run.status not in ACTIVE_STATUSES:
+    if run is None or run.status not in RUN_ACTIVE_STATUSES:
         raise TaskNotActive(run_task_status(run))
     return run_pause(run=run)
 

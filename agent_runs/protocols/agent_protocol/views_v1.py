@@ -26,7 +26,7 @@ from agent_runs.awaited import Produce, awaited_response
 from agent_runs.db import db_call
 from agent_runs.events.wait import run_events_wait
 from agent_runs.json_input import JsonBodyParser
-from agent_runs.models import Run, Thread, agent_step_id
+from agent_runs.models import RUN_ACTIVE_STATUSES, Run, Thread, agent_step_id
 from agent_runs.protocols.agent_protocol.errors import (
     AgentProtocolApi,
     NoStepLeft,
@@ -68,7 +68,7 @@ from agent_runs.selectors.steps import (
     task_get_for_user,
     tasks_of_user,
 )
-from agent_runs.services.lifecycle import ACTIVE_STATUSES, run_resume
+from agent_runs.services.lifecycle import run_resume
 from agent_runs.services.runs import RunOptions, run_create
 from agent_runs.services.threads import thread_create
 
@@ -173,7 +173,7 @@ def step_execute(request: Request, *, thread: Thread, text: str | None) -> Produ
     # Read first: the run's next events (its terminal one too) come after it.
     after_id = thread_last_event_id(thread_id=thread.pk)
     run = latest_run_of_thread(thread=thread)
-    if run is None or run.status not in ACTIVE_STATUSES:
+    if run is None or run.status not in RUN_ACTIVE_STATUSES:
         if not text or not text.strip():
             raise NoStepLeft()
         run = run_create(
@@ -218,7 +218,7 @@ def _step_answer_read(*, run: Run, finished_before: set[uuid.UUID]) -> tuple[int
     if step is not None:
         return 200, v1_step(step)
     run.refresh_from_db(fields=["status"])
-    if run.status in ACTIVE_STATUSES:  # still queued when the wait was over
+    if run.status in RUN_ACTIVE_STATUSES:  # still queued when the wait was over
         return error_answer(StepNotStarted(settings.AGENT_PROTOCOL_STEP_WAIT_SECONDS))
     return error_answer(NoStepLeft())  # it ended before its first stage (cancelled queued)
 

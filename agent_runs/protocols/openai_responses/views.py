@@ -27,7 +27,7 @@ from agent_runs.errors import RunNotLatest, ThreadBusy
 from agent_runs.events.follow import thread_events
 from agent_runs.events.sse import KEEP_ALIVE_FRAME, sse_response
 from agent_runs.json_input import JsonBodyParser
-from agent_runs.models import Run
+from agent_runs.models import RUN_ENDED_STATUSES, Run
 from agent_runs.protocols.openai_responses.errors import (
     ConversationBusy,
     ConversationNotFound,
@@ -72,7 +72,6 @@ _STATUSES = {
     Run.Status.FAILED: "failed",
     Run.Status.CANCELLED: "cancelled",
 }
-_ENDED = (Run.Status.COMPLETED, Run.Status.FAILED, Run.Status.CANCELLED)
 
 
 def response_head(run: Run) -> dict[str, Any]:
@@ -107,7 +106,7 @@ def run_usage(run: Run) -> dict[str, Any]:
 def response_now(run: Run) -> dict[str, Any]:
     """The ``Response`` of a run as its rows hold it now."""
     run.refresh_from_db()
-    ended = run.status in _ENDED
+    ended = run.status in RUN_ENDED_STATUSES
     return response_of_journal(
         head=response_head(run),
         payloads=run_event_payloads(run=run),
