@@ -33,10 +33,16 @@ class Command(BaseCommand):
         parser.add_argument("--port", type=int, default=9111)
 
     def handle(self, *args: Any, **options: Any) -> None:
-        server = ThreadingHTTPServer(("127.0.0.1", options["port"]), _Handler)
-        server.daemon_threads = True
+        server = provider_server(options["port"])
         self.stdout.write(f"streaming one chunk per token on http://127.0.0.1:{options['port']}/v1")
         server.serve_forever()
+
+
+def provider_server(port: int) -> ThreadingHTTPServer:
+    """The loopback provider, bound to ``port`` on 127.0.0.1 (0: any free port)."""
+    server = ThreadingHTTPServer(("127.0.0.1", port), _Handler)
+    server.daemon_threads = True
+    return server
 
 
 def answer_chunks(request: dict[str, Any]) -> list[dict[str, Any]]:

@@ -1,0 +1,534 @@
+"""A lean OpenAI-compatible streaming chat model under AgentScope's ``ChatModelBase``
+(docs/architecture.md, "Models, tools and runtime modes").
+
+It sends what AgentScope's ``OpenAIChatModel``, ``DeepSeekChatModel`` and
+``DashScopeChatModel`` send (their formatters' messages, the tools and ``tool_choice``, each
+provider's thinking switch, ``stream_options.include_usage``) and yields the same
+``ChatResponse`` deltas their ``_parse_stream_response`` yields, without the ``openai`` SDK:
+the SSE body is read line by line and each ``data:`` line is one ``json.loads``, with no
+pydantic object per chunk. What the SDK cost per call is gone too: a client (a connection
+pool, its TLS context) is made once per provider base URL and event loop, the endpoint (URL,
+headers, credential) once per provider configuration.
+
+Errors are the SDK's exception classes, so callers and AgentScope's retries (of
+``APIConnectionError``, ``APITimeoutError``, ``RateLimitError`` and ``InternalServerError``,
+raised before any chunk) treat them as before. Everything a call keeps while it streams is
+in its own ``ChunkStream``: calls on one loop share nothing mutable but the pool.
+"""
+
+import asyncio
+import json
+import threading
+import time
+import weakref
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from dataclasses import dataclass
+from datetime import datetime
+from functools import lru_cache
+from typing import Any
+
+import httpx
+import openai
+from agentscope._utils._common import _flatten_json_schema, _generate_id
+from agentscope.credential import (
+    CredentialBase,
+    DashScopeCredential,
+    DeepSeekCredential,
+    OpenAICredential,
+)
+from agentscope.formatter import (
+    DashScopeChatFormatter,
+    DeepSeekChatFormatter,
+    FormatterBase,
+    OpenAIChatFormatter,
+)
+from agentscope.message import Msg, TextBlock, ThinkingBlock, ToolCallBlock
+from agentscope.model import ChatModelBase, ChatResponse, ChatUsage
+from agentscope.tool import ToolChoice
+from pydantic import BaseModel
+
+_TOOL_CHOICE_MODES = frozenset({"auto", "none", "required"})
+
+
+@dataclass(frozen=True)
+class Dialect:
+    """What one provider's AgentScope model does differently on the same wire format."""
+
+    name: str
+    default_base_url: str
+    credential_class: type[CredentialBase]
+    formatter: FormatterBase  # stateless: one for every call
+    context_size: int  # AgentScope's default for the provider (context compression)
+    # The request's thinking switch (thinking stays off, as AgentScope's default), given the
+    # body and the caller's extra body fields.
+    thinking_off: Callable[[dict[str, Any]], None]
+    disable_thinking_kwargs: dict[str, Any]  # for generate_structured_output's no_think
+    cached_tokens: Callable[[dict[str, Any]], int]
+    reasoning_fallback: bool = False  # OpenAI's model also reads ``delta.reasoning``
+    flatten_tool_schemas: bool = False  # OpenAI's model inlines $ref / $defs
+    required_tool_choice: str = "required"  # DashScope's model sends "auto" instead
+
+
+def _deepseek_thinking_off(body: dict[str, Any]) -> None:
+    body["thinking"] = {"type": "disabled", **(body.get("thinking") or {})}
+
+
+def _dashscope_thinking_off(body: dict[str, Any]) -> None:
+    body.setdefault("enable_thinking", False)
+
+
+def _no_thinking_switch(body: dict[str, Any]) -> None:
+    pass
+
+
+def _details_cached_tokens(usage: dict[str, Any]) -> int:
+    details = usage.get("prompt_tokens_details")
+    return (details.get("cached_tokens") or 0) if isinstance(details, dict) else 0
+
+
+def _deepseek_cached_tokens(usage: dict[str, Any]) -> int:
+    return usage.get("prompt_cache_hit_tokens") or 0
+
+
+DIALECTS = {
+    "deepseek": Dialect(
+        name="deepseek",
+        default_base_url="https://api.deepseek.com",
+        credential_class=DeepSeekCredential,
+        formatter=DeepSeekChatFormatter(),
+        context_size=65536,
+        thinking_off=_deepseek_thinking_off,
+        disable_thinking_kwargs={"extra_body": {"thinking": {"type": "disabled"}}},
+        cached_tokens=_deepseek_cached_tokens,
+    ),
+    "dashscope": Dialect(
+        name="dashscope",
+        default_base_url="https://dashscope.aliyuncs.com/compatible-mode/v1",
+        credential_class=DashScopeCredential,
+        formatter=DashScopeChatFormatter(),
+        context_size=131072,
+        thinking_off=_dashscope_thinking_off,
+        disable_thinking_kwargs={"extra_body": {"enable_thinking": False}},
+        cached_tokens=_details_cached_tokens,
+        required_tool_choice="auto",
+    ),
+    "openai": Dialect(
+        name="openai",
+        default_base_url="https://api.openai.com/v1",
+        credential_class=OpenAICredential,
+        formatter=OpenAIChatFormatter(),
+        context_size=128000,
+        thinking_off=_no_thinking_switch,
+        disable_thinking_kwargs={},
+        cached_tokens=_details_cached_tokens,
+        reasoning_fallback=True,
+        flatten_tool_schemas=True,
+    ),
+}
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """A provider configuration: made once (``endpoint_for``), shared by every call."""
+
+    dialect: Dialect
+    base_url: str
+    url: str
+    headers: dict[str, str]
+    credential: CredentialBase
+
+
+@lru_cache(maxsize=64)
+def endpoint_for(provider: str, api_key: str, base_url: str) -> Endpoint:
+    """The endpoint of ``provider`` with this key and base URL (empty: the provider's)."""
+    dialect = DIALECTS[provider]
+    base = (base_url or dialect.default_base_url).rstrip("/")
+    return Endpoint(
+        dialect=dialect,
+        base_url=base,
+        url=f"{base}/chat/completions",
+        headers={
+            "Authorization": f"Bearer {api_key}",
+            "Content-Type": "application/json",
+            "Accept": "application/json",
+        },
+        credential=dialect.credential_class(api_key=api_key, base_url=base),
+    )
+
+
+_CLIENTS: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, httpx.AsyncClient]]"
+_CLIENTS = weakref.WeakKeyDictionary()
+_CLIENTS_LOCK = threading.Lock()
+
+
+def http_client(base_url: str) -> httpx.AsyncClient:
+    """The running loop's client for ``base_url``: one connection pool (and one TLS context)
+    per provider per loop, made on first use and kept alive from one call, and one run, to
+    the next. Its connections belong to the loop, hence one per loop."""
+    loop = asyncio.get_running_loop()
+    clients = _CLIENTS.get(loop)
+    client = None if clients is None else clients.get(base_url)
+    if client is None:
+        with _CLIENTS_LOCK:
+            clients = _CLIENTS.setdefault(loop, {})
+            client = clients.get(base_url)
+            if client is None:
+                # No timeout here: each request carries AGENT_MODEL_TIMEOUT_SECONDS.
+                client = clients[base_url] = httpx.AsyncClient(
+                    timeout=None, limits=httpx.Limits(max_connections=256)
+                )
+    return client
+
+
+class OpenAICompatibleChatModel(ChatModelBase):
+    """AgentScope's chat model for an OpenAI-compatible ``/chat/completions`` endpoint,
+    always streaming. ``call_ended`` hears each streamed call's usage once, as it ends."""
+
+    class Parameters(BaseModel):
+        """No parameters: each provider's defaults (AgentScope's, thinking off)."""
+
+    def __init__(
+        self,
+        *,
+        endpoint: Endpoint,
+        model: str,
+        max_retries: int,
+        retry_delay: float,
+        timeout: float,
+    ) -> None:
+        super().__init__(
+            credential=endpoint.credential,
+            model=model,
+            parameters=_NO_PARAMETERS,
+            stream=True,
+            max_retries=max_retries,
+            retry_delay=retry_delay,
+            context_size=endpoint.dialect.context_size,
+        )
+        self.endpoint = endpoint
+        self.dialect = endpoint.dialect
+        self.formatter = endpoint.dialect.formatter
+        self.timeout = timeout
+
+    @classmethod
+    def _get_retryable_exceptions(cls) -> tuple[type[Exception], ...]:
+        return (
+            openai.APIConnectionError,
+            openai.APITimeoutError,
+            openai.RateLimitError,
+            openai.InternalServerError,
+        )
+
+    @classmethod
+    def _get_structured_output_fallback_exceptions(cls) -> tuple[type[Exception], ...]:
+        return (openai.BadRequestError,)
+
+    def _get_disable_thinking_kwargs(self) -> dict[str, Any]:
+        return self.dialect.disable_thinking_kwargs
+
+    def call_ended(self, usage: ChatUsage | None) -> None:
+        """A streamed call ended (read through, broken or closed early) with this usage;
+        ``usage.metadata`` is the provider's raw ``usage`` object."""
+
+    async def _call_api(
+        self,
+        model_name: str,
+        messages: list[Msg],
+        tools: list[dict[str, Any]] | None = None,
+        tool_choice: ToolChoice | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        """A ``ChunkStream`` once the provider answered 200 (AgentScope's models return the
+        SDK's stream wrapped in a generator; this one is iterated directly)."""
+        body = await self._request_body(model_name, messages, tools, tool_choice, kwargs)
+        client = http_client(self.endpoint.base_url)
+        request = client.build_request(
+            "POST",
+            self.endpoint.url,
+            content=json.dumps(body, ensure_ascii=False).encode(),
+            headers=self.endpoint.headers,
+            timeout=self.timeout,
+        )
+        started = time.monotonic()
+        try:
+            response = await client.send(request, stream=True)
+        except httpx.TransportError as exc:
+            raise _transport_error(exc, request) from exc
+        if response.status_code >= 400:
+            raise await _status_error(response)
+        return ChunkStream(self, response, started)
+
+    async def _request_body(
+        self,
+        model_name: str,
+        messages: list[Msg],
+        tools: list[dict[str, Any]] | None,
+        tool_choice: ToolChoice | None,
+        kwargs: dict[str, Any],
+    ) -> dict[str, Any]:
+        """The request as AgentScope's model of the provider makes it (extra body fields
+        merged in, as the SDK does)."""
+        body: dict[str, Any] = {
+            "model": model_name,
+            "messages": await self.formatter.format(messages),
+            "stream": True,
+        }
+        extra_body = kwargs.pop("extra_body", None) or {}
+        body.update(kwargs)
+        body.update(extra_body)
+        self.dialect.thinking_off(body)
+        tools, choice = self._format_tools(tools, tool_choice)
+        if tools:
+            body["tools"] = tools
+        if choice is not None:
+            body["tool_choice"] = choice
+        body["stream_options"] = {"include_usage": True}
+        return body
+
+    def _format_tools(
+        self, tools: list[dict[str, Any]] | None, tool_choice: ToolChoice | None
+    ) -> tuple[list[dict[str, Any]] | None, str | dict[str, Any] | None]:
+        if tool_choice and tools:
+            self._validate_tool_choice(tool_choice, tools)
+            if tool_choice.tools:
+                allowed = set(tool_choice.tools)
+                tools = [tool for tool in tools if tool["function"]["name"] in allowed]
+        if tools and self.dialect.flatten_tool_schemas:
+            tools = [_flattened(tool) for tool in tools]
+        if not tool_choice:
+            return tools, None
+        mode = tool_choice.mode
+        if mode not in _TOOL_CHOICE_MODES:
+            return tools, {"type": "function", "function": {"name": mode}}
+        if mode == "required":
+            return tools, self.dialect.required_tool_choice
+        return tools, mode
+
+
+_NO_PARAMETERS = OpenAICompatibleChatModel.Parameters()
+
+
+def _flattened(tool: dict[str, Any]) -> dict[str, Any]:
+    function = tool.get("function")
+    parameters = function.get("parameters") if isinstance(function, dict) else None
+    if not isinstance(function, dict) or not isinstance(parameters, dict):
+        return tool
+    flat = _flatten_json_schema(parameters)
+    return tool if flat is parameters else {**tool, "function": {**function, "parameters": flat}}
+
+
+def _transport_error(exc: httpx.TransportError, request: httpx.Request) -> openai.APIError:
+    """The SDK's error for a request that got no (whole) answer. The SDK's requests are
+    httpx2's; these are httpx's, with the attributes its errors read."""
+    sdk_request: Any = request
+    if isinstance(exc, httpx.TimeoutException):
+        return openai.APITimeoutError(request=sdk_request)
+    return openai.APIConnectionError(message=str(exc) or "Connection error.", request=sdk_request)
+
+
+async def _status_error(response: httpx.Response) -> openai.APIStatusError:
+    """The SDK's error for a 4xx/5xx answer (its ``_make_status_error``)."""
+    try:
+        raw = await response.aread()
+    finally:
+        await response.aclose()
+    try:
+        body: Any = json.loads(raw)
+    except ValueError:
+        body = raw.decode(errors="replace")
+    message = f"Error code: {response.status_code} - {body}"
+    data = body.get("error", body) if isinstance(body, dict) else body
+    status = response.status_code
+    kind = _STATUS_ERRORS.get(status)
+    if kind is None:
+        kind = openai.InternalServerError if status >= 500 else openai.APIStatusError
+    sdk_response: Any = response  # as in _transport_error
+    return kind(message, response=sdk_response, body=data)
+
+
+_STATUS_ERRORS: dict[int, type[openai.APIStatusError]] = {
+    400: openai.BadRequestError,
+    401: openai.AuthenticationError,
+    403: openai.PermissionDeniedError,
+    404: openai.NotFoundError,
+    409: openai.ConflictError,
+    422: openai.UnprocessableEntityError,
+    429: openai.RateLimitError,
+}
+
+
+class ChunkStream:
+    """One streamed call: its response and what its parsing keeps. Iterating it gives the
+    ``ChatResponse`` deltas; it closes the response, and reports the call's usage to the
+    model, once, when the stream ends, breaks, is closed or is cancelled."""
+
+    def __init__(self, model: OpenAICompatibleChatModel, response: httpx.Response, started: float):
+        self._model = model
+        self._response = response
+        self._started = started
+        self._usage: ChatUsage | None = None
+        self._ended = False
+        self._chunks = self._read()
+
+    def __aiter__(self) -> AsyncIterator[ChatResponse]:
+        return self._chunks
+
+    async def aclose(self) -> None:
+        await self._chunks.aclose()
+        await self._end()
+
+    async def _end(self) -> None:
+        if self._ended:
+            return
+        self._ended = True
+        try:
+            await self._response.aclose()
+        finally:
+            self._model.call_ended(self._usage)
+
+    async def _read(self) -> AsyncGenerator[ChatResponse, None]:
+        parse = _StreamParser(self._model.dialect, self._started)
+        data: list[bytes] = []  # the data lines of the event being read
+        pending = b""
+        try:
+            # Read to the body's end, past ``[DONE]``: a connection read through goes back
+            # to the pool for the next call.
+            async for received in self._response.aiter_bytes():
+                lines = (pending + received).split(b"\n")
+                pending = lines.pop()
+                for line in lines:
+                    if line.startswith(b"data:"):
+                        data.append(line[5:].strip())
+                    elif data and not line.strip():  # a blank line ends an event
+                        chunk = parse(_event_json(data, self._response))
+                        data = []
+                        if chunk is not None:
+                            yield chunk
+            if pending.startswith(b"data:"):
+                data.append(pending[5:].strip())
+            if data:  # the last event, without its blank line
+                chunk = parse(_event_json(data, self._response))
+                if chunk is not None:
+                    yield chunk
+        except httpx.TransportError as exc:
+            raise _transport_error(exc, self._response.request) from exc
+        finally:
+            self._usage = parse.usage
+            await self._end()
+
+
+_DONE = object()
+
+
+def _event_json(data: list[bytes], response: httpx.Response) -> Any:
+    """One event's JSON (or ``_DONE``); an error the provider streams is raised as the SDK
+    raises it."""
+    payload = data[0] if len(data) == 1 else b"\n".join(data)
+    if payload == b"[DONE]":
+        return _DONE
+    try:
+        event = json.loads(payload)
+    except ValueError as exc:
+        message = f"could not parse a streamed chunk: {payload[:200]!r}"
+        raise openai.APIError(message, _sdk_request(response), body=None) from exc
+    if isinstance(event, dict) and event.get("error") and not event.get("choices"):
+        error = event["error"]
+        message = error.get("message") if isinstance(error, dict) else str(error)
+        raise openai.APIError(
+            message or "An error occurred during streaming", _sdk_request(response), body=error
+        )
+    return event
+
+
+def _sdk_request(response: httpx.Response) -> Any:
+    return response.request  # as in _transport_error
+
+
+class _StreamParser:
+    """A call's chunks to AgentScope's deltas, as its OpenAI-compatible models'
+    ``_parse_stream_response`` makes them: a delta per chunk that carries content or
+    follows the usage, text, thinking and each tool call as blocks with ids stable for the
+    call."""
+
+    def __init__(self, dialect: Dialect, started: float) -> None:
+        self.dialect = dialect
+        self.started = started
+        self.usage: ChatUsage | None = None
+        self.done = False
+        self.response_id = _generate_id()
+        self.text_id = _generate_id()
+        self.thinking_id = _generate_id()
+        self.created_at = datetime.now().isoformat()
+        self.tool_calls: dict[Any, tuple[str, str]] = {}  # index: (id, name)
+
+    def __call__(self, chunk: Any) -> ChatResponse | None:
+        if chunk is _DONE:
+            self.done = True
+        if self.done or not isinstance(chunk, dict):
+            return None
+        self.response_id = chunk.get("id") or self.response_id
+        raw_usage = chunk.get("usage")
+        if raw_usage:
+            self.usage = self._usage(raw_usage)
+        choices = chunk.get("choices")
+        content: list[Any] = []
+        if choices:
+            delta = choices[0].get("delta") or {}
+            self._thinking(delta, content)
+            text = delta.get("content")
+            if text:
+                content.append(TextBlock(text=text, id=self.text_id, created_at=self.created_at))
+            tool_calls = delta.get("tool_calls")
+            if tool_calls:
+                self._tool_calls(tool_calls, content)
+        if not content and self.usage is None:
+            return None
+        return ChatResponse(
+            content=content,
+            is_last=False,
+            id=self.response_id,
+            created_at=self.created_at,
+            usage=self.usage,
+        )
+
+    def _thinking(self, delta: dict[str, Any], content: list[Any]) -> None:
+        thinking = delta.get("reasoning_content")
+        if not isinstance(thinking, str) and self.dialect.reasoning_fallback:
+            thinking = delta.get("reasoning")
+        if thinking and isinstance(thinking, str):
+            content.append(
+                ThinkingBlock(thinking=thinking, id=self.thinking_id, created_at=self.created_at)
+            )
+
+    def _tool_calls(self, tool_calls: list[dict[str, Any]], content: list[Any]) -> None:
+        for call in tool_calls:
+            function = call.get("function") or {}
+            name = function.get("name")
+            arguments = function.get("arguments") or ""
+            index = call.get("index")
+            if index not in self.tool_calls:
+                self.tool_calls[index] = (call.get("id"), name or "unknown")  # type: ignore[assignment]
+            stored_id, stored_name = self.tool_calls[index]
+            block_id = call.get("id") or stored_id
+            for block in content:
+                if isinstance(block, ToolCallBlock) and block.id == block_id:
+                    block.input += arguments
+                    break
+            else:
+                content.append(
+                    ToolCallBlock(
+                        id=block_id,
+                        name=name or stored_name,
+                        input=arguments,
+                        created_at=self.created_at,
+                    )
+                )
+
+    def _usage(self, raw: dict[str, Any]) -> ChatUsage:
+        return ChatUsage(
+            input_tokens=raw.get("prompt_tokens") or 0,
+            output_tokens=raw.get("completion_tokens") or 0,
+            time=time.monotonic() - self.started,
+            cache_input_tokens=self.dialect.cached_tokens(raw),
+            metadata=raw,
+        )
