@@ -212,6 +212,9 @@ DASHSCOPE_BASE_URL = env_str("DASHSCOPE_BASE_URL", "")  # empty: DashScope's com
 AGENT_EVENTS_STREAM_MAXLEN = env_int("AGENT_EVENTS_STREAM_MAXLEN", 10_000, minimum=100)
 AGENT_SSE_KEEPALIVE_SECONDS = env_float("AGENT_SSE_KEEPALIVE_SECONDS", 15.0, minimum=0.05)
 AGENT_STREAM_TOKEN_TTL_SECONDS = env_int("AGENT_STREAM_TOKEN_TTL_SECONDS", 300, minimum=10)
+# How long a process remembers an API token it has looked up (0: not at all): a token
+# deleted, or its user deactivated, still works this long in a process that has seen it.
+AGENT_API_TOKEN_CACHE_SECONDS = env_float("AGENT_API_TOKEN_CACHE_SECONDS", 5.0, minimum=0)
 
 # --- billing (billing/) ---------------------------------------------------------------------
 # The currency of a provider's own cost for a model with no catalog entry to name one.

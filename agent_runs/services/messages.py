@@ -22,6 +22,20 @@ class MessageDraft:
     metadata: dict[str, Any] = field(default_factory=dict)
     visibility: Visibility = Visibility.ALL
 
+    def message(self, *, thread: Thread, run: Run | None, seq: int) -> Message:
+        """The row of this message, ``seq`` in its thread."""
+        return Message(
+            thread=thread,
+            run=run,
+            seq=seq,
+            message_id=self.message_id,
+            role=self.role,
+            content=self.content,
+            content_blocks=self.content_blocks,
+            metadata=self.metadata,
+            visibility_mask=int(self.visibility),
+        )
+
 
 def messages_append(*, thread: Thread, run: Run | None, drafts: Sequence[MessageDraft]) -> None:
     """Append messages with the thread's next ``seq`` numbers, in two statements however
@@ -32,17 +46,7 @@ def messages_append(*, thread: Thread, run: Run | None, drafts: Sequence[Message
     thread.save(update_fields=["last_seq", "updated_at"])
     Message.objects.bulk_create(
         [
-            Message(
-                thread=thread,
-                run=run,
-                seq=first_seq + index,
-                message_id=draft.message_id,
-                role=draft.role,
-                content=draft.content,
-                content_blocks=draft.content_blocks,
-                metadata=draft.metadata,
-                visibility_mask=int(draft.visibility),
-            )
+            draft.message(thread=thread, run=run, seq=first_seq + index)
             for index, draft in enumerate(drafts)
         ]
     )

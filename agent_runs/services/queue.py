@@ -7,6 +7,7 @@ from functools import cache
 
 import django_rq
 from django.conf import settings
+from django.db import connection as db_connection
 from redis.exceptions import RedisError
 from rq import Callback, Queue
 from rq.command import send_stop_job_command
@@ -33,16 +34,23 @@ def runs_queue() -> Queue:
 def run_enqueue(*, run: Run) -> None:
     """Put the run's job on the queue. Redis being down loses nothing: the run stays
     ``queued`` in the database and the worker's recovery enqueues it again."""
+    queue = runs_queue()
+    job = {
+        "job_id": str(run.task_id),
+        "job_timeout": settings.AGENT_RUN_JOB_TIMEOUT,
+        "on_failure": Callback(RUN_JOB_FAILED),
+        "result_ttl": 3600,
+        "failure_ttl": 7 * 24 * 3600,
+    }
     try:
-        runs_queue().enqueue(
-            RUN_JOB,
-            run.pk,
-            job_id=str(run.task_id),
-            job_timeout=settings.AGENT_RUN_JOB_TIMEOUT,
-            on_failure=Callback(RUN_JOB_FAILED),
-            result_ttl=3600,
-            failure_ttl=7 * 24 * 3600,
-        )
+        if db_connection.in_atomic_block:
+            # django_rq holds the job until the transaction commits.
+            queue.enqueue(RUN_JOB, run.pk, **job)
+            return
+        # One round trip: RQ's own enqueue makes two when it is given no pipeline.
+        with queue.connection.pipeline() as pipe:
+            queue.enqueue(RUN_JOB, run.pk, pipeline=pipe, **job)
+            pipe.execute()
     except RedisError:
         logger.exception("could not enqueue run %s; it stays queued for recovery", run.pk)
 

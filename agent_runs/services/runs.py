@@ -3,13 +3,14 @@
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from functools import partial
-from typing import Any
+from functools import cache, partial
+from typing import Any, cast
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.db import IntegrityError, transaction
-from django.db.models import Q
+from django.db import IntegrityError, connection, transaction
+from django.db.models import Field, Model, Q
 from django.http import Http404
+from django.utils import timezone
 
 from agent_runs.agent_config import automation_job_get
 from agent_runs.errors import (
@@ -87,18 +88,32 @@ def run_create(
 
     ``options.turn`` is checked after the retry is recognised: a retry of a run that exists
     answers that run, even though the run itself now makes its thread busy.
+
+    On PostgreSQL a new thread, its run and its message are one statement (which inserts
+    nothing when the thread exists; the thread's row lock is then taken as below), and a
+    run of a thread that exists is one statement after its checks.
     """
+    options = options or RunOptions()
     snapshot = run_input.snapshot()
     images = _binary_blocks_resolve(user=user, snapshot=snapshot)
-    create = partial(
-        _run_create,
-        user=user,
+    automation_job = ""
+    if run_input.forwarded_props.runtime_mode == Run.RuntimeMode.AUTOMATION:
+        automation_job = _automation_job_check(run_input)
+    draft = _RunDraft(
         run_input=run_input,
         snapshot=snapshot,
+        input_sha256=snapshot_sha256(snapshot),
         images=images,
-        earlier_message_ids=earlier_message_ids,
-        options=options or RunOptions(),
+        automation_job=automation_job,
+        options=options,
     )
+    if connection.vendor == "postgresql" and _passes_on_a_new_thread(
+        options.turn, earlier_message_ids
+    ):
+        run = _run_create_with_thread(user=user, draft=draft)
+        if run is not None:
+            return run
+    create = partial(_run_create, user=user, draft=draft, earlier_message_ids=earlier_message_ids)
     try:
         return create()
     except IntegrityError:
@@ -107,71 +122,202 @@ def run_create(
         return create()
 
 
-@transaction.atomic
+@dataclass(frozen=True)
+class _RunDraft:
+    """A validated run to store: its input, as stored, and how it goes."""
+
+    run_input: RunAgentInput
+    snapshot: dict[str, Any]
+    input_sha256: str
+    images: list[Attachment]
+    automation_job: str
+    options: RunOptions
+
+    def run(self, *, thread: Thread, created_thread: bool) -> Run:
+        props = self.run_input.forwarded_props
+        return Run(
+            thread=thread,
+            run_id=self.run_input.run_id,
+            parent_run_id=self.run_input.parent_run_id or "",
+            runtime_mode=props.runtime_mode,
+            input=self.snapshot,
+            input_sha256=self.input_sha256,
+            client_time=props.client_time.model_dump() if props.client_time else None,
+            automation_job=self.automation_job,
+            created_thread=created_thread,
+            # Parked before it starts: it waits for its first step (no job until then).
+            status=Run.Status.PAUSED if self.options.step_budget == 0 else Run.Status.QUEUED,
+            step_budget=self.options.step_budget,
+            answer_artifact=self.options.answer_artifact,
+            request=self.options.request,
+        )
+
+    def user_message(self, *, run_id: str) -> MessageDraft:
+        message = self.run_input.user_message
+        blocks = [] if isinstance(message.content, str) else self.snapshot["messages"][0]["content"]
+        return MessageDraft(
+            role=Message.Role.USER,
+            message_id=message.id,
+            content=user_text(message.content),
+            content_blocks=blocks,
+            metadata={
+                "run_id": run_id,
+                "message_id": message.id,
+                **user_message_attachments_metadata(self.images),
+            },
+        )
+
+
+def _passes_on_a_new_thread(
+    turn: TurnRule | None, earlier_message_ids: Sequence[str] | None
+) -> bool:
+    """Whether the run's rules hold for a thread with nothing in it: no run to come after,
+    no earlier message to name."""
+    return (turn is None or turn.after_run_id is None) and not earlier_message_ids
+
+
+def _run_create_with_thread(*, user: AbstractBaseUser, draft: _RunDraft) -> Run | None:
+    """The thread, its run and its user message in one statement (atomic on its own, so no
+    transaction is opened for it); ``None``, having stored nothing, when the thread exists
+    (or a concurrent request is creating it: the statement waits for that one's end)."""
+    thread = Thread(
+        id=draft.run_input.thread_id,
+        owner_id=user.pk,
+        metadata=draft.options.thread_metadata,
+        last_seq=1,
+    )
+    columns, values, params = _insert_parts(thread)
+    thread_write = (
+        f"INSERT INTO {_table(Thread)} ({columns}) VALUES ({values}) "
+        f"ON CONFLICT ({_column(Thread, 'id')}) DO NOTHING"
+    )
+    run = draft.run(thread=thread, created_thread=True)
+    if not _run_and_message_insert(
+        thread=thread, run=run, draft=draft, thread_write=(thread_write, params)
+    ):
+        return None
+    thread._state.adding = False
+    thread._state.db = connection.alias
+    _enqueue_on_commit(run)
+    return run
+
+
 def _run_create(
     *,
     user: AbstractBaseUser,
-    run_input: RunAgentInput,
-    snapshot: dict[str, Any],
-    images: list[Attachment],
+    draft: _RunDraft,
     earlier_message_ids: Sequence[str] | None,
-    options: RunOptions,
 ) -> Run:
-    input_sha256 = snapshot_sha256(snapshot)
-    automation_job = ""
-    if run_input.forwarded_props.runtime_mode == Run.RuntimeMode.AUTOMATION:
-        automation_job = _automation_job_check(run_input)
-    thread, thread_created = _thread_lock_or_create(
-        user=user, thread_id=run_input.thread_id, metadata=options.thread_metadata
-    )
-    if not thread_created:
-        existing = Run.objects.filter(thread=thread, run_id=run_input.run_id).first()
-        if existing is not None:
-            if existing.input_sha256 != input_sha256:
-                raise RunIdConflict()
-            return existing
-    if options.turn is not None:
-        _turn_check(thread=thread, rule=options.turn)
-    if earlier_message_ids is not None:
-        _conversation_check(
-            thread=thread,
-            new_message_id=run_input.user_message.id,
-            earlier_message_ids=earlier_message_ids,
+    with transaction.atomic():
+        run_input, options = draft.run_input, draft.options
+        thread, thread_created = _thread_lock_or_create(
+            user=user, thread_id=run_input.thread_id, metadata=options.thread_metadata
         )
-    props = run_input.forwarded_props
-    run = Run.objects.create(
-        thread=thread,
-        run_id=run_input.run_id,
-        parent_run_id=run_input.parent_run_id or "",
-        runtime_mode=props.runtime_mode,
-        input=snapshot,
-        input_sha256=input_sha256,
-        client_time=props.client_time.model_dump() if props.client_time else None,
-        automation_job=automation_job,
-        created_thread=thread_created,
-        # Parked before it starts: it waits for its first step (no job until then).
-        status=Run.Status.PAUSED if options.step_budget == 0 else Run.Status.QUEUED,
-        step_budget=options.step_budget,
-        answer_artifact=options.answer_artifact,
-        request=options.request,
-    )
-    message = run_input.user_message
-    blocks = [] if isinstance(message.content, str) else snapshot["messages"][0]["content"]
-    user_message = MessageDraft(
-        role=Message.Role.USER,
-        message_id=message.id,
-        content=user_text(message.content),
-        content_blocks=blocks,
-        metadata={
-            "run_id": run.run_id,
-            "message_id": message.id,
-            **user_message_attachments_metadata(images),
-        },
-    )
-    messages_append(thread=thread, run=run, drafts=[user_message])
+        if not thread_created:
+            existing = Run.objects.filter(thread=thread, run_id=run_input.run_id).first()
+            if existing is not None:
+                if existing.input_sha256 != draft.input_sha256:
+                    raise RunIdConflict()
+                return existing
+        if options.turn is not None:
+            _turn_check(thread=thread, rule=options.turn)
+        if earlier_message_ids is not None:
+            _conversation_check(
+                thread=thread,
+                new_message_id=run_input.user_message.id,
+                earlier_message_ids=earlier_message_ids,
+            )
+        run = draft.run(thread=thread, created_thread=thread_created)
+        if connection.vendor == "postgresql":
+            thread_write = (
+                f"UPDATE {_table(Thread)} SET {_column(Thread, 'last_seq')} = "
+                f"{_column(Thread, 'last_seq')} + 1, {_column(Thread, 'updated_at')} = %s "
+                f"WHERE {_column(Thread, 'id')} = %s",
+                [timezone.now(), Thread._meta.pk.get_db_prep_value(thread.pk, connection)],
+            )
+            _run_and_message_insert(thread=thread, run=run, draft=draft, thread_write=thread_write)
+        else:
+            run.save(force_insert=True)
+            messages_append(thread=thread, run=run, drafts=[draft.user_message(run_id=run.run_id)])
+        _enqueue_on_commit(run)
+        return run
+
+
+def _enqueue_on_commit(run: Run) -> None:
     if run.status == Run.Status.QUEUED:
         transaction.on_commit(partial(run_enqueue, run=run))
-    return run
+
+
+def _run_and_message_insert(
+    *, thread: Thread, run: Run, draft: _RunDraft, thread_write: tuple[str, list[Any]]
+) -> bool:
+    """After ``thread_write`` (a statement on the thread's row that adds one to its
+    ``last_seq``), the run and its user message with that ``seq``, in one statement; the
+    run and message are stored only when the thread's row was written. PostgreSQL only."""
+    thread_sql, thread_params = thread_write
+    run_columns, run_values, run_params = _insert_parts(run)
+    message = draft.user_message(run_id=run.run_id).message(thread=thread, run=None, seq=0)
+    message_columns, message_values, message_params = _insert_parts(message, skip=("run_id", "seq"))
+    seq = _column(Thread, "last_seq")
+    sql = (
+        f"WITH turn_thread AS ({thread_sql} RETURNING {seq}), "
+        f"new_run AS (INSERT INTO {_table(Run)} ({run_columns}) SELECT {run_values} "
+        f"FROM turn_thread RETURNING {_column(Run, 'id')}), "
+        f"new_message AS (INSERT INTO {_table(Message)} ({_column(Message, 'run_id')}, "
+        f"{_column(Message, 'seq')}, {message_columns}) SELECT new_run.{_column(Run, 'id')}, "
+        f"turn_thread.{seq}, {message_values} FROM new_run, turn_thread) "
+        f"SELECT new_run.{_column(Run, 'id')}, turn_thread.{seq} FROM new_run, turn_thread"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*thread_params, *run_params, *message_params])
+        row = cursor.fetchone()
+    if row is None:
+        return False
+    run.pk, thread.last_seq = row
+    run._state.adding = False
+    run._state.db = connection.alias
+    return True
+
+
+def _insert_parts(obj: Model, skip: tuple[str, ...] = ()) -> tuple[str, str, list[Any]]:
+    """The columns, placeholders and values of ``obj`` as a new row, as Django's ``save``
+    would write them (``auto_now`` fields set; a database-generated key left out)."""
+    fields, columns, placeholders = _insert_plan(type(obj), skip)
+    return (
+        columns,
+        placeholders,
+        [f.get_db_prep_save(f.pre_save(obj, True), connection) for f in fields],
+    )
+
+
+@cache
+def _insert_plan(model: type[Model], skip: tuple[str, ...]) -> tuple[list[Field], str, str]:
+    """The fields of a new row of ``model`` and their columns and placeholders. Each
+    placeholder is cast to its column's type without a length (a value too long is still an
+    error, not cut short), so the values of an ``INSERT … SELECT`` and a ``NULL`` are typed."""
+    fields = [
+        field
+        for field in model._meta.concrete_fields
+        if field.attname not in skip and not (field.primary_key and field.db_returning)
+    ]
+    quote = connection.ops.quote_name
+    columns = ", ".join(quote(cast(str, field.column)) for field in fields)
+    placeholders = ", ".join(
+        f"%s::{_base_type(field.db_type(connection) or 'text')}" for field in fields
+    )
+    return fields, columns, placeholders
+
+
+def _base_type(db_type: str) -> str:
+    return db_type.split("(", 1)[0]
+
+
+def _table(model: type[Model]) -> str:
+    return connection.ops.quote_name(model._meta.db_table)
+
+
+def _column(model: type[Model], name: str) -> str:
+    return connection.ops.quote_name(cast(str, cast(Field, model._meta.get_field(name)).column))
 
 
 def _turn_check(*, thread: Thread, rule: TurnRule) -> None:
