@@ -9,6 +9,7 @@ from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.db.models import QuerySet, Sum
+from django.db.models.expressions import RawSQL
 
 from agent_runs.models import Run
 from billing.models import ModelDailyUsage, PriceCatalogEntry, UsageRecord, UserDailyUsage
@@ -25,6 +26,70 @@ def price_entry_in_force(*, model_id: str, at: datetime) -> PriceCatalogEntry | 
         .prefetch_related("tiers")
         .first()
     )
+
+
+# A catalog entry's prices as text: its id, currency and tiers. ``usage_record`` prices a call
+# with a cached entry and inserts the call only if the entry in force still has this stamp.
+# %(entry)s is the entry table's alias in the query that uses it.
+CATALOG_STAMP_SQL = (
+    "%(entry)s.id::text || ':' || %(entry)s.currency || ':' || coalesce(("
+    "SELECT string_agg(concat_ws('/', t.id, coalesce(t.max_prompt_tokens::text, '-'), "
+    "t.input_cost_per_token, t.output_cost_per_token, "
+    "coalesce(t.cache_hit_cost_per_token::text, '-')), ',' ORDER BY t.id) "
+    "FROM billing_pricetier t WHERE t.entry_id = %(entry)s.id), '')"
+)
+
+
+@dataclass(frozen=True)
+class PricedEntry:
+    """A catalog entry as ``usage_record`` prices with it, and its stamp."""
+
+    entry: PriceCatalogEntry
+    price: Price
+    stamp: str
+
+
+class CatalogPrices:
+    """The catalog entries of each model a process has priced, kept (PostgreSQL only).
+
+    Kept until they prove stale: each insert of ``usage_record`` checks, in its own
+    statement, that the entry in force is the one it priced with, unchanged
+    (``CATALOG_STAMP_SQL``); if not, it inserts nothing and reloads the model's entries
+    (``reload``). So a price change made anywhere (the admin, ``update_pricing_catalog``,
+    another process) counts from the next call on, with no extra statement per call."""
+
+    def __init__(self) -> None:
+        self._entries: dict[str, tuple[PricedEntry, ...]] = {}
+
+    def in_force(self, *, model_id: str, at: datetime) -> PricedEntry | None:
+        """The model's entry in force at ``at``, as this process last read the catalog."""
+        entries = self._entries.get(model_id)
+        if entries is None:
+            entries = self.reload(model_id=model_id)
+        for entry in entries:  # the latest first
+            if entry.entry.effective_from <= at:
+                return entry
+        return None
+
+    def reload(self, *, model_id: str) -> tuple[PricedEntry, ...]:
+        """Read the model's entries again (two queries)."""
+        if len(self._entries) > 1000:  # model ids come from settings: a few
+            self._entries.clear()
+        rows = (
+            PriceCatalogEntry.objects.filter(model_id=model_id)
+            .annotate(stamp=RawSQL(CATALOG_STAMP_SQL % {"entry": "billing_pricecatalogentry"}, ()))
+            .order_by("-effective_from")
+            .prefetch_related("tiers")
+        )
+        entries = tuple(PricedEntry(row, price_of(row), row.stamp) for row in rows)
+        self._entries[model_id] = entries
+        return entries
+
+    def clear(self) -> None:
+        self._entries.clear()
+
+
+catalog_prices = CatalogPrices()
 
 
 def price_entries_latest(*, model_ids: Iterable[str]) -> dict[str, PriceCatalogEntry]:

@@ -4,13 +4,13 @@ import json
 import math
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, date
+from datetime import UTC, date, datetime
 from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
 from django.core.serializers.json import DjangoJSONEncoder
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import Count, F, QuerySet, Sum
 from django.db.models.functions import TruncDate
 from django.utils import timezone
@@ -26,7 +26,7 @@ from billing.models import (
     UsageRecord,
     UserDailyUsage,
 )
-from billing.pricing import call_cost, normalise_usage, price_call
+from billing.pricing import Price, call_cost, normalise_usage, price_call
 
 
 def usage_record(
@@ -44,17 +44,40 @@ def usage_record(
     the commit, and a record inside a transaction that rolls back is lost with it. A call
     whose run was deleted meanwhile (its thread deleted) is recorded all the same, without
     its run: ``thread_ref`` and ``run_ref`` name it.
+
+    On PostgreSQL the record and both day totals are one statement, priced with the entry
+    this process keeps (``selectors.catalog_prices``), which the statement checks is still
+    the one in force.
     """
     now = timezone.now()
-    entry = selectors.price_entry_in_force(model_id=model_id, at=now)
+    if connection.vendor == "postgresql":
+        record = _usage_record_priced_once(run, stage, model_id, usage, metadata, now)
+    else:
+        entry = selectors.price_entry_in_force(model_id=model_id, at=now)
+        price = None if entry is None else selectors.price_of(entry)
+        record = _usage_record_new(run, stage, model_id, usage, metadata, now, entry, price)
+        _usage_record_save(record)
+    _usage_measure(record)
+    return record
+
+
+def _usage_record_new(
+    run: Run,
+    stage: str,
+    model_id: str,
+    usage: Mapping[str, Any],
+    metadata: Mapping[str, Any],
+    now: datetime,
+    entry: PriceCatalogEntry | None,
+    price: Price | None,
+) -> UsageRecord:
+    """The call's record, priced with ``price`` (``entry``'s), not saved."""
     priced = price_call(
-        normalise_usage(usage, metadata),
-        None if entry is None else selectors.price_of(entry),
-        default_currency=settings.BILLING_DEFAULT_CURRENCY,
+        normalise_usage(usage, metadata), price, default_currency=settings.BILLING_DEFAULT_CURRENCY
     )
     cost, cost_source = call_cost(priced)
     call = priced.usage
-    record = UsageRecord(
+    return UsageRecord(
         run=run,
         thread_ref=run.thread_id,
         run_ref=run.run_id,
@@ -80,17 +103,182 @@ def usage_record(
         usage=_jsonable(usage),
         metadata=_jsonable(metadata),
     )
+
+
+def _usage_record_save(record: UsageRecord) -> None:
+    """The record and its day's totals, with the ORM (SQLite): several statements."""
     try:
         _usage_record_store(record)
     except IntegrityError:
-        if Run.objects.filter(pk=run.pk).exists():
+        if Run.objects.filter(pk=record.run_id).exists():
             raise
         # The run's thread was deleted while the call ran (its job stopped late): the call
         # is billed all the same, still named by its thread_ref and run_ref.
         record.pk, record.run = None, None
         _usage_record_store(record)
-    _usage_measure(record)
+
+
+# Tries of the cached price before pricing as the ORM path does: each miss means the
+# catalog changed between the reload and the insert.
+_PRICE_TRIES = 3
+
+
+def _usage_record_priced_once(
+    run: Run,
+    stage: str,
+    model_id: str,
+    usage: Mapping[str, Any],
+    metadata: Mapping[str, Any],
+    now: datetime,
+) -> UsageRecord:
+    """Price with the kept catalog entry and insert in one statement; when the entry in force
+    is no longer the one kept, reload the model's entries and try again."""
+    for _ in range(_PRICE_TRIES):
+        kept = selectors.catalog_prices.in_force(model_id=model_id, at=now)
+        entry, price = (None, None) if kept is None else (kept.entry, kept.price)
+        record = _usage_record_new(run, stage, model_id, usage, metadata, now, entry, price)
+        if _usage_record_insert(record, stamp=None if kept is None else kept.stamp):
+            return record
+        selectors.catalog_prices.reload(model_id=model_id)
+    entry = selectors.price_entry_in_force(model_id=model_id, at=now)
+    price = None if entry is None else selectors.price_of(entry)
+    record = _usage_record_new(run, stage, model_id, usage, metadata, now, entry, price)
+    _usage_record_save(record)
     return record
+
+
+def _usage_record_insert(record: UsageRecord, *, stamp: str | None) -> bool:
+    """Insert the record and add it to its day's totals per model and per user, in one
+    statement, if the catalog entry in force at its time still has ``stamp`` (None: no entry
+    in force). Whether it did. A run deleted meanwhile leaves the record without its run."""
+    params = _insert_params(record, stamp)
+    try:
+        inserted = _execute_once(params)
+    except IntegrityError:
+        # The run went between the statement's snapshot and its commit.
+        if Run.objects.filter(pk=record.run_id).exists():
+            raise
+        inserted = _execute_once({**params, "run_id": None})
+    if inserted is None:
+        return False
+    record.pk, run_id = inserted
+    if run_id is None:
+        record.run = None
+    return True
+
+
+def _execute_once(params: dict[str, Any]) -> tuple[int, int | None] | None:
+    def execute() -> tuple[int, int | None] | None:
+        with connection.cursor() as cursor:
+            cursor.execute(_INSERT_SQL, params)
+            row = cursor.fetchone()
+        return None if row is None else (row[0], row[1])
+
+    if connection.get_autocommit():
+        return execute()  # one statement, its own transaction
+    with transaction.atomic():  # a savepoint, as the ORM path
+        return execute()
+
+
+def _insert_params(record: UsageRecord, stamp: str | None) -> dict[str, Any]:
+    names = [
+        "thread_ref",
+        "run_ref",
+        "user_id",
+        "stage",
+        "model_id",
+        "created_at",
+        "input_tokens",
+        "output_tokens",
+        "total_tokens",
+        "cached_prompt_tokens",
+        "prompt_cache_hit_tokens",
+        "prompt_cache_miss_tokens",
+        "reasoning_tokens",
+        "latency_ms",
+        "usage_complete",
+        "direct_cost",
+        "catalog_cost",
+        "cost",
+        "currency",
+        "cost_source",
+        "price_entry_id",
+        "run_id",
+    ]
+    params = {name: getattr(record, name) for name in names}
+    params.update(
+        stage=str(record.stage),
+        cost_source=str(record.cost_source),
+        usage=json.dumps(record.usage),
+        metadata=json.dumps(record.metadata),
+        stamp=stamp,
+        day=record.created_at.astimezone(UTC).date(),
+        priced_calls=0 if record.cost is None else 1,
+        day_input_tokens=record.input_tokens or 0,
+        day_output_tokens=record.output_tokens or 0,
+        day_total_tokens=record.total_tokens or 0,
+        day_cost=record.cost or Decimal(0),
+    )
+    return params
+
+
+_DAY_TOTALS_SET = ", ".join(
+    f"{name} = d.{name} + EXCLUDED.{name}"
+    for name in ("calls", "priced_calls", "input_tokens", "output_tokens", "total_tokens", "cost")
+)
+_INSERT_SQL = f"""
+WITH record AS (
+    INSERT INTO billing_usagerecord (
+        run_id, thread_ref, run_ref, user_id, stage, model_id, created_at,
+        input_tokens, output_tokens, total_tokens, cached_prompt_tokens,
+        prompt_cache_hit_tokens, prompt_cache_miss_tokens, reasoning_tokens, latency_ms,
+        usage_complete, direct_cost, catalog_cost, cost, currency, cost_source,
+        price_entry_id, usage, metadata
+    )
+    SELECT
+        (SELECT id FROM agent_runs_run WHERE id = %(run_id)s::bigint),
+        %(thread_ref)s::uuid, %(run_ref)s::text, %(user_id)s::integer, %(stage)s::text,
+        %(model_id)s::text, %(created_at)s::timestamptz,
+        %(input_tokens)s::integer, %(output_tokens)s::integer, %(total_tokens)s::integer,
+        %(cached_prompt_tokens)s::integer, %(prompt_cache_hit_tokens)s::integer,
+        %(prompt_cache_miss_tokens)s::integer, %(reasoning_tokens)s::integer,
+        %(latency_ms)s::integer, %(usage_complete)s::boolean, %(direct_cost)s::numeric,
+        %(catalog_cost)s::numeric, %(cost)s::numeric, %(currency)s::text,
+        %(cost_source)s::text, %(price_entry_id)s::bigint, %(usage)s::jsonb,
+        %(metadata)s::jsonb
+    WHERE (
+        SELECT {selectors.CATALOG_STAMP_SQL % {"entry": "e"}}
+        FROM billing_pricecatalogentry e
+        WHERE e.model_id = %(model_id)s::text AND e.effective_from <= %(created_at)s::timestamptz
+        ORDER BY e.effective_from DESC
+        LIMIT 1
+    ) IS NOT DISTINCT FROM %(stamp)s::text
+    RETURNING id, run_id
+),
+by_model AS (
+    INSERT INTO billing_modeldailyusage AS d (
+        day, currency, model_id, calls, priced_calls, input_tokens, output_tokens,
+        total_tokens, cost
+    )
+    SELECT %(day)s::date, %(currency)s::text, %(model_id)s::text, 1, %(priced_calls)s::integer,
+        %(day_input_tokens)s::bigint, %(day_output_tokens)s::bigint,
+        %(day_total_tokens)s::bigint, %(day_cost)s::numeric
+    FROM record
+    ON CONFLICT (day, model_id, currency) DO UPDATE SET {_DAY_TOTALS_SET}
+),
+by_user AS (
+    INSERT INTO billing_userdailyusage AS d (
+        day, currency, user_id, calls, priced_calls, input_tokens, output_tokens,
+        total_tokens, cost
+    )
+    SELECT %(day)s::date, %(currency)s::text, %(user_id)s::integer, 1, %(priced_calls)s::integer,
+        %(day_input_tokens)s::bigint, %(day_output_tokens)s::bigint,
+        %(day_total_tokens)s::bigint, %(day_cost)s::numeric
+    FROM record
+    ON CONFLICT (day, user_id, currency) DO UPDATE SET {_DAY_TOTALS_SET}
+)
+SELECT id, run_id FROM record
+"""
 
 
 def _usage_measure(record: UsageRecord) -> None:
@@ -235,6 +423,9 @@ def pricing_catalog_update(
         (result.added if current is None else result.changed).append(price.model_id)
         if not dry_run:
             _entry_create(price=price, effective_from=effective_from)
+    if result.added or result.changed:
+        # Not needed for correctness (usage_record finds a stale entry), it saves the miss.
+        selectors.catalog_prices.clear()
     return result
 
 

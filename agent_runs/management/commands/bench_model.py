@@ -7,19 +7,33 @@ of the model alone (request, stream parsing, AgentScope's chunks, usage tracking
 ``--calls`` worker replies (AgentScope's agent with the structured output, the AG-UI mapping
 and each event's wire JSON, as the job relays them), each answering ``--tokens`` tokens one
 chunk per token. No database, no Redis.
+
+``--usage-calls N`` then times N ``usage_record`` calls (a model call's usage row and its
+daily totals, priced from the catalog) on the database: process CPU, wall time and
+statements per call, for a throwaway user, run and price entry removed afterwards.
 """
 
 import subprocess
 import sys
 import time
+import uuid
+from datetime import timedelta
+from decimal import Decimal
 from typing import Any
 from urllib.error import URLError
 from urllib.request import urlopen
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
+from agent_runs.models import Run, Thread
 from agent_runs.runtime.model_bench import model_path_bench
+from billing.models import ModelDailyUsage, PriceCatalogEntry, PriceTier, UsageRecord
+from billing.services import usage_record
 from config.benchmarks import cpu_reference_line, cpu_reference_ms
 
 _MODEL_ID = "deepseek/bench-model"
@@ -33,6 +47,7 @@ class Command(BaseCommand):
         parser.add_argument("--calls", type=int, default=200)
         parser.add_argument("--warmup", type=int, default=20)
         parser.add_argument("--port", type=int, default=9311, help="for bench_provider")
+        parser.add_argument("--usage-calls", type=int, default=0, help="then time usage_record")
 
     def handle(self, *args: Any, **options: Any) -> None:
         port = options["port"]
@@ -63,6 +78,8 @@ class Command(BaseCommand):
                 f"({figure.chunks / figure.calls:.0f} chunks, "
                 f"{figure.events / figure.calls:.0f} AG-UI events per call)"
             )
+        if options["usage_calls"]:
+            self.stdout.write(_time_usage_record(options["usage_calls"]))
         self.stdout.write(cpu_reference_line(reference_before))
 
 
@@ -80,3 +97,52 @@ def _wait_for(port: int) -> None:
             return
         time.sleep(0.2)
     raise CommandError(f"bench_provider did not start on port {port}")
+
+
+def _time_usage_record(calls: int) -> str:
+    model_id = f"bench/usage-{uuid.uuid4().hex[:8]}"
+    user = get_user_model().objects.create_user(f"bench-model-{uuid.uuid4().hex[:8]}")
+    run = Run.objects.create(
+        thread=Thread.objects.create(owner=user),
+        run_id=f"bench-{uuid.uuid4().hex[:12]}",
+        runtime_mode=Run.RuntimeMode.CHAT,
+        input={},
+        input_sha256="",
+    )
+    entry = PriceCatalogEntry.objects.create(
+        model_id=model_id, source="bench", effective_from=timezone.now() - timedelta(days=1)
+    )
+    PriceTier.objects.create(
+        entry=entry,
+        input_cost_per_token=Decimal("0.00000028"),
+        output_cost_per_token=Decimal("0.00000042"),
+        cache_hit_cost_per_token=Decimal("0.000000028"),
+    )
+    usage = {"input_tokens": 1200, "output_tokens": 300, "time": 1.234}
+    metadata = {
+        "prompt_tokens": 1200,
+        "completion_tokens": 300,
+        "total_tokens": 1500,
+        "prompt_tokens_details": {"cached_tokens": 1024},
+        "prompt_cache_hit_tokens": 1024,
+        "prompt_cache_miss_tokens": 176,
+    }
+    try:
+        record = dict(run=run, stage="worker", model_id=model_id, usage=usage, metadata=metadata)
+        usage_record(**record)  # type: ignore[arg-type]  # the first call loads what it caches
+        cpu, wall = time.process_time(), time.perf_counter()
+        for _ in range(calls):
+            usage_record(**record)  # type: ignore[arg-type]
+        cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+        with CaptureQueriesContext(connection) as statements:
+            usage_record(**record)  # type: ignore[arg-type]
+    finally:
+        UsageRecord.objects.filter(model_id=model_id).delete()
+        ModelDailyUsage.objects.filter(model_id=model_id).delete()
+        entry.delete()
+        user.delete()  # its thread, run and daily totals with it
+    return (
+        f"usage_record: {calls} calls, {cpu * 1000 / calls:.3f} ms CPU and "
+        f"{wall * 1000 / calls:.3f} ms wall per call, "
+        f"{len(statements.captured_queries)} statements per call"
+    )
