@@ -110,12 +110,16 @@ def _usage_record_save(record: UsageRecord) -> None:
     try:
         _usage_record_store(record)
     except IntegrityError:
-        if Run.objects.filter(pk=record.run_id).exists():
+        if _run_exists(record):
             raise
         # The run's thread was deleted while the call ran (its job stopped late): the call
         # is billed all the same, still named by its thread_ref and run_ref.
         record.pk, record.run = None, None
         _usage_record_store(record)
+
+
+def _run_exists(record: UsageRecord) -> bool:
+    return Run.objects.filter(pk=record.run_id or 0).exists()
 
 
 # Tries of the cached price before pricing as the ORM path does: each miss means the
@@ -156,7 +160,7 @@ def _usage_record_insert(record: UsageRecord, *, stamp: str | None) -> bool:
         inserted = _execute_once(params)
     except IntegrityError:
         # The run went between the statement's snapshot and its commit.
-        if Run.objects.filter(pk=record.run_id).exists():
+        if _run_exists(record):
             raise
         inserted = _execute_once({**params, "run_id": None})
     if inserted is None:

@@ -429,8 +429,8 @@ def _event_json(data: list[bytes], response: httpx.Response) -> Any:
     try:
         event = json.loads(payload)
     except ValueError as exc:
-        message = f"could not parse a streamed chunk: {payload[:200]!r}"
-        raise openai.APIError(message, _sdk_request(response), body=None) from exc
+        unparsed = f"could not parse a streamed chunk: {payload[:200]!r}"
+        raise openai.APIError(unparsed, _sdk_request(response), body=None) from exc
     if isinstance(event, dict) and event.get("error") and not event.get("choices"):
         error = event["error"]
         message = error.get("message") if isinstance(error, dict) else str(error)
