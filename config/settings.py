@@ -137,6 +137,12 @@ RQ_QUEUES = {
 }
 # The worker runs jobs in its own process, warm (see agent_runs/runtime/worker.py).
 RQ = {"WORKER_CLASS": "agent_runs.runtime.worker.RunWorker"}
+# How many jobs (runs) one worker process holds at once, as tasks on its event loop, and
+# how many threads do their database work (each keeps one connection from the pool: with
+# the beats and the sweep, a worker holds at most WORKER_DB_THREADS + 4 connections,
+# whatever its runs; DATABASE_POOL_MAX_SIZE must allow that).
+WORKER_CONCURRENCY = env_int("WORKER_CONCURRENCY", 32, minimum=1)
+WORKER_DB_THREADS = env_int("WORKER_DB_THREADS", 4, minimum=1)
 
 # The web console (console/; docs/console.md). In development (DEBUG) an anonymous visitor
 # from a loopback address is signed in as this user, whose API token the quick start prints.

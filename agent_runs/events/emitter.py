@@ -6,17 +6,16 @@ docs/spec/sse-events-and-usage.md, section 1: events are persisted, then publish
 import asyncio
 import json
 import logging
-import threading
 import time
 import uuid
 import weakref
-from collections import deque
 from collections.abc import Callable
 from functools import cache
 from typing import Any
 
 import psycopg
 import redis
+import redis.asyncio
 from ag_ui.core import BaseEvent
 from django.conf import settings
 from django.db import InterfaceError, OperationalError, transaction
@@ -61,16 +60,15 @@ class RunEventEmitter:
     Each stream entry carries the id of the thread's previous event, so a reader can tell
     that Redis missed one (it was down, or flushed) and fetch it from PostgreSQL.
 
-    ``loop``: a job's emitter writes as it goes, from a task on the event loop its reply
-    runs on (with an asynchronous connection of that loop's, on PostgreSQL): while one
-    write is in flight the model's next chunks are read, and whatever came meanwhile goes
-    in the next write, so nothing waits for a window and a fast model's events take few
-    statements. (A thread would not do: the job's thread, busy with a fast model, keeps
-    the interpreter lock from it for hundreds of milliseconds.) Its terminal event is
-    written by the caller, on the caller's connection, once everything before it is (so it
-    can share the caller's transaction; flush before opening that transaction, since on
-    SQLite a write in flight waits for its lock). A write that could not be made (the run is no
-    longer the job's, the database is gone) is raised by the next ``emit`` or ``flush``.
+    ``loop``: a job's emitter writes as it goes, through its loop's ``JournalWriter``, which
+    writes the events every run on that loop has emitted since its last write in one
+    statement and adds them to their threads' streams in one Redis round trip: while one
+    write is in flight the models' next chunks are read, and whatever came meanwhile goes in
+    the next, so nothing waits for a window, and many runs' events take few statements. Its
+    terminal event is written by the caller, from a database thread, once everything before
+    it is (``await flush_async()`` first), so it can share the caller's transaction. A write
+    that could not be made (the run is no longer the job's, the database is gone) is raised
+    by the next ``emit`` or ``flush_async``.
     """
 
     def __init__(
@@ -109,14 +107,17 @@ class RunEventEmitter:
         # STEP_STARTED, flushed before its model call a few milliseconds later, in one write.
         self._last_flush = time.monotonic()
         self._loop = loop
-        self._handed: list[dict[str, Any]] = []  # for the loop's writing task, not taken yet
-        self._writing: asyncio.Task[None] | None = None
-        self._failure: Exception | None = None
+        self._handed: list[dict[str, Any]] = []  # for the loop's journal writer, not taken yet
+        self._taken = 0  # how many of those the writer is writing now
+        self._deferred: list[asyncio.Future[None]] = []
+        self._failure: BaseException | None = None
         # When this emitter sent RUN_STARTED, until the run's first text (time to first token).
         self._started_at: float | None = None
 
     def emit(self, event: BaseEvent) -> None:
         payload = encode_event(event)
+        if self._loop is not None and payload["type"] in TERMINAL_TYPES and self.writing:
+            raise RuntimeError("flush_async() before emitting the terminal event")
         self.sequence.check(payload)
         self._measure(payload["type"])
         if self._loop is not None:
@@ -142,74 +143,54 @@ class RunEventEmitter:
         if self._failure is not None:
             raise self._failure
         if payload["type"] in TERMINAL_TYPES:
-            # Written here, after the rest: the caller may end the run in the same transaction.
-            self.flush()
+            # Written here, on the caller's connection, after the rest (``emit`` checked):
+            # the caller may end the run in the same transaction (from a database thread).
             self._pending = [payload]
             self._write_pending()
             return
         self._handed.append(payload)
-        if self._writing is None or self._writing.done():
-            # Runs with the loop: now, when the job is in a reply; else once it drives the
-            # loop again (its next model call, or ``flush()``).
-            self._writing = loop.create_task(self._write_handed())
+        journal_writer(loop).wake(self)
 
     @property
     def writing(self) -> bool:
-        """Whether a write is in flight (a reply lets the loop turn so it can finish)."""
-        return self._writing is not None and not self._writing.done()
-
-    async def _write_handed(self) -> None:
-        """Write what was handed on, a statement at a time, each with all that came while
-        the one before was in flight."""
-        while self._handed and self._failure is None:
-            batch = self._handed[: self.max_batch]
-            del self._handed[: self.max_batch]
-            try:
-                await self._write_async(batch)
-            except Exception as exc:  # raised to the job by its next emit or flush
-                self._failure = exc
-                self._handed.clear()
-
-    async def _write_async(self, batch: list[dict[str, Any]]) -> None:
-        documents = [json.dumps(payload, separators=(",", ":")) for payload in batch]
-        if db_connection.vendor == "postgresql":
-            ids = await _insert_events_async(self, batch, documents)
-        else:  # the quick start's SQLite: the ORM, on a thread (closed after)
-            ids = await db_call(
-                _insert_events, self.run, self.next_seq, batch, documents, self.claim_token
-            )
-        if not ids:
-            raise RunNoLongerRunning(self.run.pk)
-        self._publish_batch(ids, documents, committed=True)
+        """Whether events of this emitter wait for the journal writer or are being written."""
+        return bool(self._handed or self._taken)
 
     def defer(self, task: Callable[[], None]) -> None:
-        """Run ``task`` on the process's bookkeeping thread (a job's bookkeeping that need not
-        hold the model up); at once for an emitter that writes as it goes. ``flush()`` and
-        ``settle()`` wait for it."""
+        """Run ``task`` (a job's bookkeeping that need not hold the model up: its usage
+        records) on a database thread of the loop's executor; at once for an emitter with no
+        loop. ``flush_async()`` waits for it."""
         if self._loop is None:
             task()
-        else:
-            bookkeeping().submit(task)
+            return
+        self._deferred.append(self._loop.run_in_executor(None, _logged(task)))
 
-    def settle(self) -> None:
-        """Finish what was handed on (whatever comes of it) and the deferred tasks."""
-        if self._loop is not None:
-            if self._writing is not None and not self._writing.done():
-                self._loop.run_until_complete(self._writing)
-            bookkeeping().drain()
+    async def flush_async(self) -> None:
+        """Wait until every event emitted so far is written (and published) and every
+        deferred task has run; raise what a write could not do (``RunNoLongerRunning`` when
+        the run is no longer the job's)."""
+        await self.settle_async()
+        if self._failure is not None:
+            raise self._failure
+
+    async def settle_async(self) -> None:
+        """``flush_async`` without raising: what was handed on is done with, however."""
+        if self._loop is None:
+            return
+        if self.writing:
+            await journal_writer(self._loop).written(self)
+        while self._deferred:
+            deferred, self._deferred = self._deferred, []
+            await asyncio.gather(*deferred, return_exceptions=True)
 
     def flush(self) -> None:
         """Write the pending events now: one INSERT statement, and once it is committed one
         stream entry holding the whole batch (``ids``, ``prev``, ``seq`` and ``data``, a JSON
-        list). An emitter that writes as it goes returns once everything handed on (and
-        every deferred task) is done. From synchronous code only.
+        list). For an emitter with no loop (an emitter on a loop: ``flush_async``).
         A connection the database cut is replaced and the write tried once more (the fence
         makes that safe); a job whose run is no longer its own raises ``RunNoLongerRunning``."""
         if self._loop is not None:
-            self.settle()
-            if self._failure is not None:
-                raise self._failure
-            return
+            raise RuntimeError("an emitter on a loop is flushed with flush_async()")
         self._write_pending()
 
     def _write_pending(self) -> None:
@@ -231,6 +212,16 @@ class RunEventEmitter:
     def _publish_batch(self, ids: list[int], documents: list[str], *, committed: bool) -> None:
         """Add a written batch to the thread's stream: at once when its statement committed
         on its own (``committed``), else when the caller's transaction commits."""
+        entry = self._entry(ids, documents)
+        thread_id = self.run.thread_id
+        if committed:
+            _publish(thread_id, entry)
+        else:
+            transaction.on_commit(lambda: _publish(thread_id, entry))
+
+    def _entry(self, ids: list[int], documents: list[str]) -> dict[str, Any]:
+        """The stream entry of a written batch (``ids``, ``prev``, ``seq`` and ``data``, a
+        JSON list); the emitter moves on past it."""
         entry = {
             "ids": ",".join(map(str, ids)),
             "prev": self.previous_id,
@@ -239,11 +230,7 @@ class RunEventEmitter:
         }
         self.previous_id = ids[-1]
         self.next_seq += len(ids)
-        thread_id = self.run.thread_id
-        if committed:
-            _publish(thread_id, entry)
-        else:
-            transaction.on_commit(lambda: _publish(thread_id, entry))
+        return entry
 
     def _insert(self, documents: list[str]) -> list[int]:
         ids = _insert_events(self.run, self.next_seq, self._pending, documents, self.claim_token)
@@ -258,61 +245,6 @@ class RunEventEmitter:
     @property
     def ended(self) -> bool:
         return self.sequence.ended
-
-
-class Bookkeeping:
-    """The thread that does the bookkeeping a job defers (its usage records), in order, on
-    a database connection of its own, kept from one job to the next."""
-
-    def __init__(self) -> None:
-        self._ready = threading.Condition()
-        self._tasks: deque[Callable[[], None]] = deque()
-        self._busy = False
-        self._thread: threading.Thread | None = None
-
-    def submit(self, task: Callable[[], None]) -> None:
-        """Queue ``task``."""
-        with self._ready:
-            self._tasks.append(task)
-            if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(
-                    target=self._work, name="run-bookkeeping", daemon=True
-                )
-                self._thread.start()
-            self._ready.notify()
-
-    def close_connection(self) -> None:
-        """Give back the thread's database connection (when the worker stops)."""
-        self.submit(lambda: db_connection.close())
-        self.drain()
-
-    def drain(self) -> None:
-        """Wait until every task queued so far has run."""
-        with self._ready:
-            while self._tasks or self._busy:
-                self._ready.wait()
-
-    def _work(self) -> None:
-        while True:
-            with self._ready:
-                while not self._tasks:
-                    self._ready.wait()
-                task = self._tasks.popleft()
-                self._busy = True
-            try:
-                task()
-            except Exception:  # a task reports its own failures; this keeps the thread
-                logger.exception("a deferred task of a job failed")
-            finally:
-                with self._ready:
-                    self._busy = False
-                    self._ready.notify_all()
-
-
-@cache
-def bookkeeping() -> Bookkeeping:
-    """The process's bookkeeping thread (started with its first task)."""
-    return Bookkeeping()
 
 
 def _insert_events(
@@ -370,44 +302,229 @@ def _insert_statement(
     return sql, params
 
 
-_ASYNC_CONNECTIONS: (
-    "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, psycopg.AsyncConnection[Any]]"
-)
-_ASYNC_CONNECTIONS = weakref.WeakKeyDictionary()
+# Rows in one round's statement (7 parameters each, well under PostgreSQL's 65,535).
+_ROUND_MAX_ROWS = 2000
 
 
-async def _insert_events_async(
-    emitter: RunEventEmitter, payloads: list[dict[str, Any]], documents: list[str]
-) -> list[int]:
-    """``_insert_events`` on the loop's own connection (autocommit: each statement commits
-    alone); a connection the database cut is replaced and the write tried once more."""
-    sql, params = _insert_statement(
-        emitter.run, emitter.next_seq, payloads, documents, emitter.claim_token
-    )
-    loop = asyncio.get_running_loop()
-    for attempt in range(2):
-        connection = _ASYNC_CONNECTIONS.get(loop)
-        try:
-            if connection is None or connection.closed:
-                connection = _ASYNC_CONNECTIONS[loop] = await psycopg.AsyncConnection.connect(
-                    **_connection_kwargs(), autocommit=True
+class JournalWriter:
+    """Writes the events every emitter on one event loop hands on (a worker's runs): each
+    round takes all that is waiting, of every run, and writes it in one fenced ``INSERT``
+    on the writer's own connection (autocommit), then adds each run's batch to its thread's
+    stream in one Redis pipeline. A round starts as soon as the one before it ends, so an
+    event waits at most a round's time beyond its own write, and the more runs are in flight
+    the more each statement carries (docs/architecture.md, "The journal")."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._waiting: dict[int, RunEventEmitter] = {}
+        self._wake = asyncio.Event()
+        self._round_done = asyncio.Condition()
+        self._task: asyncio.Task[None] | None = None
+        self._connection: psycopg.AsyncConnection[Any] | None = None
+        self._redis: Any = None
+
+    def wake(self, emitter: RunEventEmitter) -> None:
+        """``emitter`` has events to write (called on the loop)."""
+        self._waiting[id(emitter)] = emitter
+        self._wake.set()
+        if self._task is None or self._task.done():
+            self._task = self._loop.create_task(self._serve())
+
+    async def written(self, emitter: RunEventEmitter) -> None:
+        """Wait until what ``emitter`` handed on so far is written, or has failed."""
+        async with self._round_done:
+            await self._round_done.wait_for(
+                lambda: not emitter.writing or emitter._failure is not None
+            )
+
+    async def _serve(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            batches = self._take()
+            if not batches:
+                continue
+            try:
+                await self._write(batches)
+            except Exception as exc:  # every emitter of the round learns of it
+                logger.warning("writing events failed", exc_info=True)
+                for emitter, _ in batches:
+                    emitter._failure = exc
+                    emitter._handed.clear()
+            finally:
+                for emitter, _ in batches:
+                    emitter._taken = 0
+                async with self._round_done:
+                    self._round_done.notify_all()
+
+    def _take(self) -> list[tuple[RunEventEmitter, list[dict[str, Any]]]]:
+        batches, rows = [], 0
+        for emitter in self._waiting.values():
+            if emitter._failure is not None:
+                emitter._handed.clear()
+                continue
+            if rows >= _ROUND_MAX_ROWS:
+                self._wake.set()  # the rest in the next round
+                break
+            batch = emitter._handed[: min(emitter.max_batch, _ROUND_MAX_ROWS - rows)]
+            rows += len(batch)
+            del emitter._handed[: len(batch)]
+            if emitter._handed:
+                self._wake.set()  # the rest in the next round
+            emitter._taken = len(batch)
+            batches.append((emitter, batch))
+        self._waiting = {key: e for key, e in self._waiting.items() if e._handed}
+        return batches
+
+    async def _write(self, batches: list[tuple[RunEventEmitter, list[dict[str, Any]]]]) -> None:
+        documents = [
+            [json.dumps(payload, separators=(",", ":")) for payload in batch]
+            for _, batch in batches
+        ]
+        if db_connection.vendor == "postgresql":
+            written = await self._insert(batches, documents)
+        else:  # the quick start's SQLite: the ORM, each run's batch on a database thread
+            written = []
+            for (emitter, batch), docs in zip(batches, documents, strict=True):
+                written.append(
+                    await db_call(
+                        _insert_events,
+                        emitter.run,
+                        emitter.next_seq,
+                        batch,
+                        docs,
+                        emitter.claim_token,
+                    )
                 )
-            cursor = await connection.execute(sql, params)
-            return [row[0] for row in await cursor.fetchall()]
-        except (psycopg.OperationalError, psycopg.InterfaceError):
-            if connection is not None:
-                await connection.close()
-            if attempt:
-                raise
-            logger.warning("run %s: writing events failed; reconnecting", emitter.run.pk)
-    raise AssertionError("unreachable")
+        entries = []
+        for (emitter, _), docs, ids in zip(batches, documents, written, strict=True):
+            if not ids:
+                emitter._failure = RunNoLongerRunning(emitter.run.pk)
+                emitter._handed.clear()
+                continue
+            entries.append((emitter.run.thread_id, emitter._entry(ids, docs)))
+        await self._publish(entries)
+
+    async def _insert(
+        self,
+        batches: list[tuple[RunEventEmitter, list[dict[str, Any]]]],
+        documents: list[list[str]],
+    ) -> list[list[int]]:
+        """One INSERT for every batch, each row fenced on its own run's claim; the ids of
+        each batch, in order (none for a run no longer its job's)."""
+        rows: list[str] = []
+        params: list[Any] = []
+        for index, ((emitter, batch), docs) in enumerate(zip(batches, documents, strict=True)):
+            for offset, (payload, document) in enumerate(zip(batch, docs, strict=True)):
+                rows.append(
+                    "(%s::integer, %s::uuid, %s::bigint, %s::uuid, %s::integer, %s, %s::jsonb)"
+                )
+                params += (
+                    index,
+                    emitter.run.thread_id,
+                    emitter.run.pk,
+                    emitter.claim_token,
+                    emitter.next_seq + offset,
+                    payload["type"],
+                    document,
+                )
+        run_table = Run._meta.db_table
+        sql = (
+            f"INSERT INTO {RunEvent._meta.db_table} "
+            "(thread_id, run_id, seq, type, payload, created_at) "
+            "SELECT v.thread_id, v.run_id, v.seq, v.type, v.payload, now() "
+            "FROM (VALUES " + ", ".join(rows) + ") "
+            "AS v(batch, thread_id, run_id, claim_token, seq, type, payload) "
+            "WHERE v.claim_token IS NULL OR EXISTS (SELECT 1 FROM "
+            f"{run_table} r WHERE r.id = v.run_id AND r.claim_token = v.claim_token "
+            "AND r.status = %s FOR SHARE) "
+            "RETURNING id, run_id"
+        )
+        params.append(Run.Status.RUNNING.value)
+        result = await self._execute(sql, params)
+        ids: dict[int, list[int]] = {}
+        for event_id, run_pk in result:
+            ids.setdefault(run_pk, []).append(event_id)
+        return [ids.get(emitter.run.pk, []) for emitter, _ in batches]
+
+    async def _execute(self, sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
+        """Run a statement on the writer's connection; a connection the database cut is
+        replaced and the statement tried once more (the fence makes that safe)."""
+        for attempt in range(2):
+            try:
+                if self._connection is None or self._connection.closed:
+                    self._connection = await psycopg.AsyncConnection.connect(
+                        **_connection_kwargs(), autocommit=True
+                    )
+                cursor = await self._connection.execute(sql, params)
+                return await cursor.fetchall()
+            except (psycopg.OperationalError, psycopg.InterfaceError):
+                if self._connection is not None:
+                    await self._connection.close()
+                if attempt:
+                    raise
+                logger.warning("writing events failed; reconnecting")
+        raise AssertionError("unreachable")
+
+    async def _publish(self, entries: list[tuple[uuid.UUID, dict[str, Any]]]) -> None:
+        """Add each written batch to its thread's stream, in one round trip."""
+        if not entries:
+            return
+        try:
+            if self._redis is None:
+                self._redis = redis.asyncio.Redis.from_url(settings.REDIS_URL)
+            async with self._redis.pipeline(transaction=False) as pipeline:
+                for thread_id, entry in entries:
+                    pipeline.xadd(
+                        stream_key(thread_id),
+                        entry,
+                        maxlen=settings.AGENT_EVENTS_STREAM_MAXLEN,
+                        approximate=True,
+                    )
+                await pipeline.execute()
+        except RedisError:
+            # PostgreSQL has the events; readers fetch what the streams lack from there.
+            logger.warning(
+                "could not publish %d batches of events to Redis", len(entries), exc_info=True
+            )
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+        if self._connection is not None:
+            await self._connection.close()
+        if self._redis is not None:
+            await self._redis.aclose()
+
+
+_WRITERS: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, JournalWriter]"
+_WRITERS = weakref.WeakKeyDictionary()
+
+
+def journal_writer(loop: asyncio.AbstractEventLoop) -> JournalWriter:
+    """The loop's journal writer (made on first use)."""
+    writer = _WRITERS.get(loop)
+    if writer is None:
+        writer = _WRITERS[loop] = JournalWriter(loop)
+    return writer
 
 
 async def close_event_connection() -> None:
-    """Close the running loop's event-writing connection, if it has one (the worker stops)."""
-    connection = _ASYNC_CONNECTIONS.pop(asyncio.get_running_loop(), None)
-    if connection is not None:
-        await connection.close()
+    """Close the running loop's journal writer, if it has one (the worker stops)."""
+    writer = _WRITERS.pop(asyncio.get_running_loop(), None)
+    if writer is not None:
+        await writer.close()
+
+
+def _logged(task: Callable[[], None]) -> Callable[[], None]:
+    def run() -> None:
+        try:
+            task()
+        except Exception:  # a task reports its own failures; this keeps the others going
+            logger.exception("a deferred task of a job failed")
+
+    return run
 
 
 def _connection_kwargs() -> dict[str, Any]:

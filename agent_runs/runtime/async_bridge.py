@@ -1,18 +1,13 @@
-"""Driving AgentScope's async code from the worker's synchronous job, so that a stop request
-cancels the await in flight. The ORM is used before and after, never inside (Django refuses
-it in a thread whose event loop runs); a reply's events are written meanwhile by the
-emitter, from the same loop.
-
-Each thread drives its coroutines on one event loop of its own that lives as long as the
-thread (``bridge_loop``): what is bound to a loop, like the HTTP connections a model keeps
-to its provider, serves every run of the worker, not one reply."""
+"""Driving AgentScope's async code from synchronous code (a warm-up, a management command,
+a test): each thread drives its coroutines on one event loop of its own that lives as long
+as the thread (``bridge_loop``), so what is bound to a loop, like the HTTP connections a
+model keeps to its provider, serves every call. A worker's runs do not come through here:
+they are tasks on its host's loop (agent_runs/runtime/host.py)."""
 
 import asyncio
 import threading
 from collections.abc import AsyncIterator, Coroutine
 from typing import Any, TypeVar
-
-from agent_runs.runtime.job_stop import job_stop
 
 T = TypeVar("T")
 
@@ -20,8 +15,12 @@ _thread_state = threading.local()
 
 
 def bridge_loop() -> asyncio.AbstractEventLoop:
-    """The calling thread's event loop, made on first use and kept (never running between
-    the calls that drive it)."""
+    """The loop the caller runs on, if any; else the calling thread's own loop, made on
+    first use and kept (never running between the calls that drive it)."""
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        pass
     loop: asyncio.AbstractEventLoop | None = getattr(_thread_state, "loop", None)
     if loop is None or loop.is_closed():
         loop = _thread_state.loop = asyncio.new_event_loop()
@@ -33,14 +32,13 @@ def run_coroutine(coroutine: Coroutine[Any, Any, T]) -> T:
     loop = bridge_loop()
     task = loop.create_task(coroutine)
     try:
-        with job_stop.watching(task):
-            return loop.run_until_complete(task)
+        return loop.run_until_complete(task)
     finally:
         _settle(loop, task)
 
 
 def _settle(loop: asyncio.AbstractEventLoop, task: asyncio.Task[Any] | None) -> None:
-    """End what a call left behind on the loop: the task itself when a job timeout struck
+    """End what a call left behind on the loop: the task itself when it was interrupted
     mid-await, and a model stream left half-read (the structured output stops at its last
     chunk), whose clean-up its finaliser has scheduled."""
     if task is not None and not task.done():

@@ -3,20 +3,26 @@
 Only the worker imports this module (it imports AgentScope through the stages).
 """
 
+import asyncio
 import logging
 import time
 import traceback
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
 from functools import partial
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import openai
 from ag_ui.core import CustomEvent, RunFinishedEvent, RunStartedEvent
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
-from django.db import DatabaseError, InterfaceError, OperationalError, connections, transaction
+from django.db import (
+    DatabaseError,
+    InterfaceError,
+    OperationalError,
+    connections,
+    transaction,
+)
 from django.utils import timezone
 from pydantic import BaseModel
 from rq.timeouts import JobTimeoutException
@@ -27,10 +33,10 @@ from agent_runs.errors import RunNoLongerRunning
 from agent_runs.events.codec import RUN_PAUSED_EVENT, RUN_RESUMED_EVENT
 from agent_runs.events.emitter import RunEventEmitter
 from agent_runs.log_context import run_log_context
-from agent_runs.models import RUN_ENDED_STATUSES, Message, Run, Stage
-from agent_runs.runtime.async_bridge import bridge_loop
+from agent_runs.models import RUN_ENDED_STATUSES, Run, Stage
 from agent_runs.runtime.chat_models import ModelCall
 from agent_runs.runtime.demo_model import DEMO_MODEL_ID
+from agent_runs.runtime.host import Claim, Ending, claim_register, current_job, db
 from agent_runs.runtime.output import AgentOutput, RouteDecision
 from agent_runs.runtime.stages import RunTurn, memory_stage, router_stage, worker_stage
 from agent_runs.selectors.context import user_memory_notes
@@ -51,25 +57,13 @@ _RECONNECT_ATTEMPTS = 5
 _RECONNECT_PAUSE_SECONDS = 0.5
 
 
-@dataclass(frozen=True)
-class Claim:
-    """The run a worker is executing and the claim that makes its writes count."""
-
-    run_pk: int
-    token: uuid.UUID
+async def db_retried(function: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+    """``db`` for a call that changes nothing unless it succeeds, or is fenced: tried again
+    on a new connection when the database cut the one it used."""
+    return await db(with_reconnect, partial(function, *args, **kwargs))
 
 
-class ClaimHolder:
-    """The claim of the run this process executes, read by the worker's heartbeat thread."""
-
-    def __init__(self) -> None:
-        self.current: Claim | None = None
-
-
-claim_holder = ClaimHolder()
-
-
-def run_execute(*, run_pk: int) -> None:
+async def run_execute(*, run_pk: int) -> None:
     """Run the pipeline (router → worker → memory) for a queued run, streaming its AG-UI
     events, and store its answer and every model call's usage.
 
@@ -80,54 +74,80 @@ def run_execute(*, run_pk: int) -> None:
     """
     # A claim changes nothing unless it succeeds, so it may be tried again on a new
     # connection (the old one died while the worker waited: a restart, a failover).
-    token = with_reconnect(partial(run_claim, run_pk=run_pk))
+    token = await db_retried(run_claim, run_pk=run_pk)
     if token is None:
         logger.info("run %s is not claimable now (taken, finished or waiting its turn)", run_pk)
         return
-    claim_holder.current = Claim(run_pk, token)
-    run, last_event_id = with_reconnect(partial(run_for_execution, run_pk=run_pk))
-    # Every log line from here to the end names the run (ops/logging.py).
-    with run_log_context(run_id=run.run_id, thread_id=str(run.thread_id)):
-        logger.info("run %s: claimed", run.pk)
-        ended = _run_job(run, token=token, last_event_id=last_event_id)
-        _run_measure(run, ended=ended)
+    claim_register(Claim(run_pk, token))
+    try:
+        run, last_event_id = await db_retried(run_for_execution, run_pk=run_pk)
+        # Every log line from here to the end names the run (ops/logging.py).
+        with run_log_context(run_id=run.run_id, thread_id=str(run.thread_id)):
+            logger.info("run %s: claimed", run.pk)
+            ended = await _run_job(run, token=token, last_event_id=last_event_id)
+            _run_measure(run, ended=ended)
+    finally:
+        claim_register(None)
 
 
-def _run_job(run: Run, *, token: uuid.UUID, last_event_id: int) -> str | None:
+async def _run_job(run: Run, *, token: uuid.UUID, last_event_id: int) -> str | None:
     """The claimed run's pipeline; the status it ended with under this job (``None`` when it
     was parked, or ended by someone else in a way this job cannot tell)."""
-    # The job's events are written as they come, from the loop its replies run on.
-    emitter = RunEventEmitter(
-        run=run,
-        resume=run.checkpoint is not None,  # a parked run goes on with its journal
-        previous_id=last_event_id,
-        claim_token=token,
-        loop=bridge_loop(),
+    # The job's events are written as they come, by the loop's journal writer.
+    emitter = await db(
+        partial(
+            RunEventEmitter,
+            run=run,
+            resume=run.checkpoint is not None,  # a parked run goes on with its journal
+            previous_id=last_event_id,
+            claim_token=token,
+            loop=asyncio.get_running_loop(),
+        )
     )
     try:
-        return Run.Status.COMPLETED if _run_pipeline(run, emitter) else None
+        return Run.Status.COMPLETED if await _run_pipeline(run, emitter) else None
     except RunNoLongerRunning:
         # Cancelled (or failed by the sweeper) while it ran: whoever ended the run ended its
         # journal; nothing more is this job's to write.
         logger.info("run %s ended while its job ran", run.pk)
-        return with_reconnect(partial(run_status, run_pk=run.pk))
+        return await db_retried(run_status, run_pk=run.pk)
+    except asyncio.CancelledError:
+        held = current_job()
+        ending = held.ending if held is not None else None
+        if ending is None or ending == Ending.STOPPED:
+            # Its run was cancelled (the cancel writes its end), or someone cancelled the
+            # task itself: nothing is this job's to write.
+            logger.info("run %s: its job was stopped", run.pk)
+            raise
+        code, error = _CANCEL_ENDINGS[ending]
+        await _run_fail(run, emitter, token=token, code=code, error=error)
+        raise
     except Exception as exc:
         logger.exception("run %s failed", run.pk)
-        emitter.settle()  # what was emitted before the failure comes before its RUN_ERROR
-        failed = with_reconnect(
-            partial(
-                run_fail,
-                run_pk=run.pk,
-                error=traceback.format_exc(),
-                code=error_code(exc),
-                claim_token=token,
-            )
+        return await _run_fail(
+            run, emitter, token=token, code=error_code(exc), error=traceback.format_exc()
         )
-        return Run.Status.FAILED if failed else with_reconnect(partial(run_status, run_pk=run.pk))
     finally:
-        emitter.settle()  # the job's writes are all made when it ends
-        claim_holder.current = None
-        with_reconnect(partial(run_dispatch_next, thread_id=run.thread_id))
+        await emitter.settle_async()  # the job's writes are all made when it ends
+        await db_retried(run_dispatch_next, thread_id=run.thread_id)
+
+
+# The RUN_ERROR code and the error kept for staff of a run whose job was cancelled other
+# than by the run's own cancel.
+_CANCEL_ENDINGS = {
+    Ending.TIMED_OUT: ("timeout", "JobTimeoutException: the job outlived its timeout"),
+    Ending.SHUTDOWN: ("worker_lost", "the worker stopped (a cold stop) while the run ran"),
+}
+
+
+async def _run_fail(
+    run: Run, emitter: RunEventEmitter, *, token: uuid.UUID, code: str, error: str
+) -> str | None:
+    """End the job's run ``failed`` with ``RUN_ERROR`` ``code`` after what it emitted; the
+    status it has now."""
+    await emitter.settle_async()  # what was emitted before the failure comes before it
+    failed = await db_retried(run_fail, run_pk=run.pk, error=error, code=code, claim_token=token)
+    return Run.Status.FAILED if failed else await db_retried(run_status, run_pk=run.pk)
 
 
 def _run_measure(run: Run, *, ended: str | None) -> None:
@@ -145,7 +165,7 @@ def _run_measure(run: Run, *, ended: str | None) -> None:
         logger.info("run %s %s after %.2f s", run.pk, ended, seconds)
 
 
-def _run_pipeline(run: Run, emitter: RunEventEmitter) -> bool:
+async def _run_pipeline(run: Run, emitter: RunEventEmitter) -> bool:
     """The run's stages, then its end: ``True`` when it completed, ``False`` when it was
     parked (``RunNoLongerRunning`` when it was ended meanwhile)."""
     ids = {"thread_id": str(run.thread_id), "run_id": run.run_id}
@@ -154,44 +174,51 @@ def _run_pipeline(run: Run, emitter: RunEventEmitter) -> bool:
         emitter.emit(RunStartedEvent(**ids))
     elif run.checkpoint is not None:
         emitter.emit(CustomEvent(name=RUN_RESUMED_EVENT, value={"next_stage": checkpoint.next}))
-    turn = RunTurn(
-        run=run,
-        emitter=emitter,
-        user_message=run.messages.get(role=Message.Role.USER),
-        memory_notes=user_memory_notes(
-            user_id=run.thread.owner_id, limit=settings.AGENT_MEMORY_MAX_ITEMS
-        ),
-        store_usage=partial(_store_usage, run),
-    )
-    stages = pipeline_stages(run)
+    turn, stages = await db(_run_turn, run, emitter)
     # Where a parked run goes on (past the end: its memory stage was turned off meanwhile).
     first = stages.index(checkpoint.next) if checkpoint.next in stages else len(stages)
     for index, stage in enumerate(stages):
         if index < first:
             continue  # done before the run was parked
         checkpoint.next = stage
-        if _park_if_asked(turn, checkpoint, done=index):
+        if await _park_if_asked(turn, checkpoint, done=index):
             return False
         is_last = index == len(stages) - 1
         if stage == Stage.ROUTER:
-            checkpoint.decision = router_stage(turn, is_last=is_last)
+            checkpoint.decision = await router_stage(turn, is_last=is_last)
         elif stage == Stage.WORKER:
             assert checkpoint.decision is not None, "the router decides before the worker"
-            checkpoint.output = worker_stage(turn, checkpoint.decision, is_last=is_last)
+            checkpoint.output = await worker_stage(turn, checkpoint.decision, is_last=is_last)
         else:
             assert checkpoint.output is not None, "the worker answers before the memory"
-            memory_stage(turn, checkpoint.output)
-    # Everything before the end is written first, outside the transaction below: on SQLite a
-    # write still in flight would wait for that transaction's lock while it waits for the
-    # write.
-    emitter.flush()
-    # The terminal event and the status together: a cancel that comes meanwhile finds the
-    # run completed, or its own RUN_ERROR is the run's only terminal event.
-    with transaction.atomic():
-        emitter.emit(RunFinishedEvent(**ids))
-        if not run_complete(run=run, claim_token=turn.claim_token):
-            raise RunNoLongerRunning(run.pk)
+            await memory_stage(turn, checkpoint.output)
+    # Everything before the end is written first; the terminal event is written on the
+    # database thread that marks the run completed, in one transaction with it: a cancel
+    # that comes meanwhile finds the run completed, or its own RUN_ERROR is the run's only
+    # terminal event.
+    await emitter.flush_async()
+    await db(_run_finish, run, emitter, turn.claim_token)
     return True
+
+
+def _run_turn(run: Run, emitter: RunEventEmitter) -> tuple[RunTurn, list[Stage]]:
+    """What the stages share, read in one trip to a database thread, and the stages."""
+    turn = RunTurn.prepare(
+        run=run,
+        emitter=emitter,
+        memory_notes=user_memory_notes(
+            user_id=run.thread.owner_id, limit=settings.AGENT_MEMORY_MAX_ITEMS
+        ),
+        store_usage=partial(_store_usage, run),
+    )
+    return turn, pipeline_stages(run)
+
+
+def _run_finish(run: Run, emitter: RunEventEmitter, claim_token: uuid.UUID) -> None:
+    with transaction.atomic():
+        emitter.emit(RunFinishedEvent(thread_id=str(run.thread_id), run_id=run.run_id))
+        if not run_complete(run=run, claim_token=claim_token):
+            raise RunNoLongerRunning(run.pk)
 
 
 def pipeline_stages(run: Run) -> list[Stage]:
@@ -214,7 +241,7 @@ class Checkpoint(BaseModel):
     output: AgentOutput | None = None
 
 
-def _park_if_asked(turn: RunTurn, checkpoint: Checkpoint, *, done: int) -> bool:
+async def _park_if_asked(turn: RunTurn, checkpoint: Checkpoint, *, done: int) -> bool:
     """At a stage boundary, ``done`` stages run: park the run when a pause was asked for, or
     its step budget is spent, as the run's row said when its last stage finished
     (``RunTurn.control``; a job that has finished none yet was just given its stage). Its
@@ -231,9 +258,12 @@ def _park_if_asked(turn: RunTurn, checkpoint: Checkpoint, *, done: int) -> bool:
     turn.emitter.emit(
         CustomEvent(name=RUN_PAUSED_EVENT, value={"reason": reason, "next_stage": checkpoint.next})
     )
-    turn.emitter.flush()
+    await turn.emitter.flush_async()
     checkpoint_json = checkpoint.model_dump(mode="json")
-    if not run_park(run=run, claim_token=turn.claim_token, checkpoint=checkpoint_json, done=done):
+    parked = await db(
+        run_park, run=run, claim_token=turn.claim_token, checkpoint=checkpoint_json, done=done
+    )
+    if not parked:
         # Resumed before it was parked (or cancelled: the next write of the job stops it).
         turn.emitter.emit(
             CustomEvent(name=RUN_RESUMED_EVENT, value={"next_stage": checkpoint.next})

@@ -6,21 +6,19 @@ from typing import Any
 from agent_runs import metrics
 from agent_runs.models import Run
 from agent_runs.runtime.execution import error_code, run_execute, with_reconnect
-from agent_runs.runtime.job_stop import job_stop
 from agent_runs.services.lifecycle import run_dispatch_next, run_fail
 from agent_runs.services.push import push_delivery_attempt
 
 
-def run_execute_job(run_pk: int) -> None:
-    run_execute(run_pk=run_pk)
-    # Stopped by a cancel (the run is cancelled already): RQ then marks the job STOPPED,
-    # not finished.
-    job_stop.check()
+async def run_execute_job(run_pk: int) -> None:
+    """A run's job: a coroutine, which the worker runs on its loop beside its other runs
+    (agent_runs/runtime/host.py); a plain RQ worker runs it with ``asyncio.run``."""
+    await run_execute(run_pk=run_pk)
 
 
 def run_job_failed(job: Any, connection: Any, exc_type: Any, exc_value: Any, tb: Any) -> None:
-    """RQ's failure callback: the job died outside our own error handling (a timeout or a
-    cold shutdown of its worker), so the run must not stay ``running``."""
+    """RQ's failure callback: the job died outside our own error handling (a cold shutdown
+    of its worker, a job stopped before it began), so the run must not stay ``running``."""
     run_pk = job.args[0]
 
     def fail() -> None:

@@ -9,17 +9,15 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from functools import cached_property, partial
+from functools import partial
 from typing import Any, TypeVar
 
 from ag_ui.core import StepFinishedEvent, StepStartedEvent, TextMessageEndEvent
 from agentscope.message import DataBlock, Msg, TextBlock
 from django.conf import settings
-from django.db import connection as db_connection
 from pydantic import ValidationError
-from rq.timeouts import JobTimeoutException
 
 from agent_runs.agent_config import StageConfig, stage_config
 from agent_runs.errors import RunNoLongerRunning
@@ -41,8 +39,8 @@ from agent_runs.runtime.agentscope_events import (
     answer_text_events,
     map_agentscope_event,
 )
-from agent_runs.runtime.async_bridge import run_coroutine
 from agent_runs.runtime.chat_models import ModelCall, UsageLog, chat_model_for
+from agent_runs.runtime.host import db
 from agent_runs.runtime.output import AgentOutput, RouteDecision
 from agent_runs.runtime.tools.context import ToolContext
 from agent_runs.runtime.tools.memory import memory_tools
@@ -66,28 +64,17 @@ _ROUTE_HINTS = {
     "use_tools": "",
 }
 _MEMORY_MAX_ITERS = 3
-# A model call this long may have outlived the job's idle database connection (a restart,
-# a failover): it is checked before the job uses it again.
-_RECHECK_CONNECTION_AFTER_SECONDS = 1.0
-# How long a reply may keep the loop from the event writes in flight: the longest an event
-# waits, beyond its write, for a client to see it.
+# How long a reply may keep the loop from the other runs and the journal writer: the longest
+# an event waits, beyond its write, for a client to see it.
 _TURN_SECONDS = 0.001
 
 
-def model_work(coroutine: Coroutine[Any, Any, T]) -> T:
-    """Run a stage's model work (``run_coroutine``); after a long one, give back the job's
-    database connection if the database has cut it, so the writes that follow, some in a
-    transaction, get a new one rather than fail."""
-    started = time.monotonic()
-    try:
-        return run_coroutine(coroutine)
-    finally:
-        if (
-            time.monotonic() - started > _RECHECK_CONNECTION_AFTER_SECONDS
-            and db_connection.connection is not None
-            and not db_connection.is_usable()
-        ):
-            db_connection.close()
+def raise_if_cancelled() -> None:
+    """Go on unwinding a cancel that an await swallowed: AgentScope takes a cancelled reply
+    for an interrupted one and ends it as if normally, while the job was stopped."""
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError()
 
 
 @dataclass
@@ -105,6 +92,35 @@ class RunTurn:
     stage_calls: dict[str, list[ModelCall]] = field(default_factory=dict)
     # What the run's clients asked of it when this job last finished a stage (none yet).
     control: RunControl | None = None
+    _worker_config: StageConfig | None = None
+
+    # The router's and the worker's context, read with the turn.
+    contexts: dict[Visibility, list[tuple[str, str]]] = field(default_factory=dict)
+
+    @classmethod
+    def prepare(
+        cls,
+        *,
+        run: Run,
+        emitter: RunEventEmitter,
+        memory_notes: str,
+        store_usage: Callable[[str, list[ModelCall]], int],
+    ) -> "RunTurn":
+        """The turn of a run, with what its stages read (from a database thread)."""
+        user_message = run.messages.get(role=Message.Role.USER)
+        return cls(
+            run=run,
+            emitter=emitter,
+            user_message=user_message,
+            memory_notes=memory_notes,
+            store_usage=store_usage,
+            contexts=context_messages_for(
+                thread_id=run.thread_id,
+                before_seq=user_message.seq,
+                consumers=[Visibility.ROUTER, Visibility.WORKER],
+                token_budget=settings.AGENT_CONTEXT_TOKEN_BUDGET,
+            ),
+        )
 
     @property
     def claim_token(self) -> uuid.UUID:
@@ -114,9 +130,8 @@ class RunTurn:
         return token
 
     def record_usage(self, usage_log: UsageLog) -> None:
-        """Record the calls the log holds on the process's bookkeeping thread (``defer``):
-        the model does not wait for the bookkeeping. The emitter's ``flush()`` waits for
-        it."""
+        """Record the calls the log holds on a database thread (``defer``): the model does
+        not wait for the bookkeeping. The emitter's ``flush_async()`` waits for it."""
         calls = usage_log.drain()
         self.stage_calls.setdefault(usage_log.stage, []).extend(calls)
         if calls:
@@ -129,12 +144,14 @@ class RunTurn:
     def ids(self) -> dict[str, str]:
         return {"threadId": str(self.run.thread_id), "runId": self.run.run_id}
 
-    def step_start(self, stage: Stage, input: Any) -> None:
+    async def step_start(self, stage: Stage, input: Any) -> None:
         """The stage starts: its step row, then its ``STEP_STARTED``."""
-        agent_step_start(run=self.run, claim_token=self.claim_token, stage=stage, input=input)
+        await db(
+            agent_step_start, run=self.run, claim_token=self.claim_token, stage=stage, input=input
+        )
         self.emitter.emit(StepStartedEvent(step_name=stage, **self.ids))
 
-    def step_finish(
+    async def step_finish(
         self,
         stage: Stage,
         *,
@@ -162,7 +179,8 @@ class RunTurn:
                 }
                 for tool in _tool_results(state)
             ]
-        self.control = agent_step_finish(
+        self.control = await db(
+            agent_step_finish,
             run=self.run,
             claim_token=self.claim_token,
             stage=stage,
@@ -178,17 +196,18 @@ class RunTurn:
             user_id=self.run.thread.owner_id, run_pk=self.run.pk, client_time=self.run.client_time
         )
 
-    @cached_property
-    def worker_config(self) -> StageConfig:
-        return stage_config(run=self.run, stage=Stage.WORKER)
+    async def worker_config(self) -> StageConfig:
+        if self._worker_config is None:
+            self._worker_config = await db(stage_config, run=self.run, stage=Stage.WORKER)
+        return self._worker_config
 
-    @cached_property
-    def worker_tools(self) -> list[Callable[..., Any]]:
+    async def worker_tools(self) -> list[Callable[..., Any]]:
         """The tools the worker's config enables (the router chooses among them)."""
-        return tools_for(config=self.worker_config, context=self.tool_context)
+        return tools_for(config=await self.worker_config(), context=self.tool_context)
 
     def user_content(self) -> str | list[TextBlock | DataBlock]:
-        """The user message for the worker: its text, with its images when it has some."""
+        """The user message for the worker: its text, with its images when it has some
+        (from a database thread)."""
         images = [
             (block["mimeType"], attachment_bytes(owner=self.run.thread.owner, block=block))
             for block in self.user_message.content_blocks
@@ -199,25 +218,17 @@ class RunTurn:
         return user_content_with_images(self.user_message.content, images)
 
     def context(self, consumer: Visibility) -> list[tuple[str, str]]:
-        return self._contexts[consumer]
+        return self.contexts[consumer]
 
-    @cached_property
-    def _contexts(self) -> dict[Visibility, list[tuple[str, str]]]:
-        """The router's and the worker's context, read together."""
-        return context_messages_for(
-            thread_id=self.run.thread_id,
-            before_seq=self.user_message.seq,
-            consumers=[Visibility.ROUTER, Visibility.WORKER],
-            token_budget=settings.AGENT_CONTEXT_TOKEN_BUDGET,
-        )
-
-    def relay_reply(
+    async def relay_reply(
         self, reply: AsyncIterator[Any], state: RunMappingState, usage_log: UsageLog
     ) -> Msg | None:
-        """Send a stage's AgentScope events as AG-UI events; its final message. The emitter
-        writes the events as they come, from the loop the reply runs on, and each model
-        call's usage is recorded once the call ends: the reply runs through in one pass."""
-        return model_work(self._relay(reply, state, usage_log))
+        """Send a stage's AgentScope events as AG-UI events; its final message. The journal
+        writer writes the events as they come, and each model call's usage is recorded once
+        the call ends: the reply runs through in one pass."""
+        final = await self._relay(reply, state, usage_log)
+        raise_if_cancelled()
+        return final
 
     async def _relay(
         self, reply: AsyncIterator[Any], state: RunMappingState, usage_log: UsageLog
@@ -233,61 +244,67 @@ class RunTurn:
                     self.emitter.emit(event)
                 if usage_log.calls:
                     self.record_usage(usage_log)
-                if self.emitter.writing and time.monotonic() - turned >= _TURN_SECONDS:
+                if time.monotonic() - turned >= _TURN_SECONDS:
                     # A fast model's chunks are read from a buffer without a turn of the
-                    # loop: now and then give the write in flight its turn, so it is not
-                    # held up; what comes meanwhile goes in the next.
+                    # loop: now and then give the other runs and the journal writer their
+                    # turn; what comes meanwhile goes in the next write.
                     await asyncio.sleep(0)
                     turned = time.monotonic()
         return final
 
 
-def router_stage(turn: RunTurn, *, is_last: bool = False) -> RouteDecision:
+async def router_stage(turn: RunTurn, *, is_last: bool = False) -> RouteDecision:
     """Decide the route and the worker's tools (a small model call, no events of its own
     beyond the step)."""
-    turn.step_start(Stage.ROUTER, turn.user_message.content)
+    await turn.step_start(Stage.ROUTER, turn.user_message.content)
     started = time.monotonic()
     usage_log = UsageLog(stage=Stage.ROUTER)
-    config = stage_config(run=turn.run, stage=Stage.ROUTER)
+    config = await db(stage_config, run=turn.run, stage=Stage.ROUTER)
     try:
-        decision = model_work(
-            router_decide(
-                model=chat_model_for(settings.AGENT_ROUTER_MODEL, usage_log=usage_log),
-                messages=conversation(
-                    turn.context(Visibility.ROUTER), turn.user_message.content, speaker="worker"
-                ),
-                tools=turn.worker_tools,
-                system_prompt=instructions(
-                    ROUTER_SYSTEM_PROMPT, context=config.context, memory_notes=turn.memory_notes
-                ),
-            )
+        decision = await router_decide(
+            model=chat_model_for(settings.AGENT_ROUTER_MODEL, usage_log=usage_log),
+            messages=conversation(
+                turn.context(Visibility.ROUTER), turn.user_message.content, speaker="worker"
+            ),
+            tools=await turn.worker_tools(),
+            system_prompt=instructions(
+                ROUTER_SYSTEM_PROMPT, context=config.context, memory_notes=turn.memory_notes
+            ),
         )
     finally:
         turn.record_usage(usage_log)
-    turn.step_finish(
+    raise_if_cancelled()
+    await turn.step_finish(
         Stage.ROUTER, output=decision.model_dump(mode="json"), started=started, is_last=is_last
     )
     return decision
 
 
-def worker_stage(turn: RunTurn, decision: RouteDecision, *, is_last: bool = False) -> AgentOutput:
+async def worker_stage(
+    turn: RunTurn, decision: RouteDecision, *, is_last: bool = False
+) -> AgentOutput:
     """Answer with the routed tools; store the tool results and the answer (and, where the
     run keeps it, the answer as a file artifact); send the answer as a text message whose
     end carries the structured output."""
     run = turn.run
-    turn.step_start(Stage.WORKER, turn.user_message.content)
+    await turn.step_start(Stage.WORKER, turn.user_message.content)
     started = time.monotonic()
     message_id = f"{Stage.WORKER.value}-{run.run_id}"
     state = RunMappingState(
         thread_id=str(run.thread_id), run_id=run.run_id, stage=Stage.WORKER, message_id=message_id
     )
-    config = turn.worker_config
-    tools = [tool for tool in turn.worker_tools if tool.__name__ in decision.tools]
+    config = await turn.worker_config()
+    tools = [tool for tool in await turn.worker_tools() if tool.__name__ in decision.tools]
     usage_log = UsageLog(stage=Stage.WORKER)
     context = "\n\n".join(part for part in (config.context, _ROUTE_HINTS[decision.route]) if part)
+    user_content = (
+        await db(turn.user_content)
+        if turn.user_message.content_blocks
+        else turn.user_message.content
+    )
     reply = worker_reply(
         model=chat_model_for(settings.AGENT_WORKER_MODEL, usage_log=usage_log),
-        messages=conversation(turn.context(Visibility.WORKER), turn.user_content()),
+        messages=conversation(turn.context(Visibility.WORKER), user_content),
         tools=tools,
         system_prompt=instructions(
             WORKER_SYSTEM_PROMPT, context=context, memory_notes=turn.memory_notes
@@ -295,7 +312,7 @@ def worker_stage(turn: RunTurn, decision: RouteDecision, *, is_last: bool = Fals
         max_iters=settings.AGENT_WORKER_MAX_ITERS,
     )
     try:
-        final = turn.relay_reply(reply, state, usage_log)
+        final = await turn.relay_reply(reply, state, usage_log)
     finally:
         turn.record_usage(usage_log)
     if final is None:
@@ -304,25 +321,20 @@ def worker_stage(turn: RunTurn, decision: RouteDecision, *, is_last: bool = Fals
     for event in answer_text_events(output.answer, state):
         turn.emitter.emit(event)
     latency_ms = round((time.monotonic() - started) * 1000)
-    turn.emitter.flush()  # the usage so far is recorded: the answer's end carries its digest
-    run_stage_messages_store(
-        run=run,
-        claim_token=turn.claim_token,
-        stage=Stage.WORKER,
-        tool_results=_tool_results(state),
-        answer=StageAnswer(
-            message_id=message_id,
-            content=output.answer,
-            metadata={
-                "run_id": run.run_id,
-                "stage": Stage.WORKER,
-                "latency_ms": latency_ms,
-                "message_id": message_id,
-                "route": decision.route,
-                "agent_output": output.model_dump(mode="json"),
-            },
-        ),
+    await turn.emitter.flush_async()  # the usage so far is recorded: the answer's end has it
+    answer = StageAnswer(
+        message_id=message_id,
+        content=output.answer,
+        metadata={
+            "run_id": run.run_id,
+            "stage": Stage.WORKER,
+            "latency_ms": latency_ms,
+            "message_id": message_id,
+            "route": decision.route,
+            "agent_output": output.model_dump(mode="json"),
+        },
     )
+    digest, locale = await db(_answer_store, turn, state, answer)
     # Sent once the answer is committed: a client that sees it finds the message stored.
     turn.emitter.emit(
         TextMessageEndEvent(
@@ -335,35 +347,50 @@ def worker_stage(turn: RunTurn, decision: RouteDecision, *, is_last: bool = Fals
             result_type=output.result_type,
             suggested_actions=[action.model_dump() for action in output.suggested_actions],
             error=None,
-            ui_schema=ui_schema_compile(
-                output.model_dump(mode="json"),
-                locale=user_locale(user_profile_settings(user_id=run.thread.owner_id)),
-            ),
+            ui_schema=ui_schema_compile(output.model_dump(mode="json"), locale=locale),
             # The usage of the run's calls so far (spec 3.4; the memory stage's come after).
-            **billing_selectors.run_usage_digest(run=run, any_records=turn.recorded_calls > 0),
+            **digest,
             **turn.ids,
         )
     )
     if run.answer_artifact:
-        agent_artifact_create(
+        await db(
+            agent_artifact_create,
             run=run,
             step_id=agent_step_id(thread_id=run.thread_id, run_id=run.run_id, stage=Stage.WORKER),
             file_name=ANSWER_FILE_NAME,
             content=output.answer.encode(),
             mime_type="text/markdown",
         )
-    turn.step_finish(
+    await turn.step_finish(
         Stage.WORKER, output=output.answer, started=started, is_last=is_last, state=state
     )
     return output
 
 
-def memory_stage(turn: RunTurn, output: AgentOutput) -> None:
+def _answer_store(
+    turn: RunTurn, state: RunMappingState, answer: StageAnswer
+) -> tuple[dict[str, Any], str]:
+    """Store the worker's tool results and answer; the run's usage digest so far and the
+    owner's locale, for the answer's end (one trip to a database thread)."""
+    run = turn.run
+    run_stage_messages_store(
+        run=run,
+        claim_token=turn.claim_token,
+        stage=Stage.WORKER,
+        tool_results=_tool_results(state),
+        answer=answer,
+    )
+    digest = billing_selectors.run_usage_digest(run=run, any_records=turn.recorded_calls > 0)
+    return digest, user_locale(user_profile_settings(user_id=run.thread.owner_id))
+
+
+async def memory_stage(turn: RunTurn, output: AgentOutput) -> None:
     """Keep what later runs should know about the user (the last stage, where the run's
     agent has it). Best effort: the answer is delivered already, so a failure here is
     logged, not the run's."""
     run = turn.run
-    turn.step_start(Stage.MEMORY, output.answer)
+    await turn.step_start(Stage.MEMORY, output.answer)
     started = time.monotonic()
     state = RunMappingState(
         thread_id=str(run.thread_id),
@@ -372,7 +399,7 @@ def memory_stage(turn: RunTurn, output: AgentOutput) -> None:
         message_id=f"{Stage.MEMORY.value}-{run.run_id}",
     )
     usage_log = UsageLog(stage=Stage.MEMORY)
-    config = stage_config(run=run, stage=Stage.MEMORY)
+    config = await db(stage_config, run=run, stage=Stage.MEMORY)
     reply = memory_reply(
         model=chat_model_for(settings.AGENT_MEMORY_MODEL, usage_log=usage_log),
         turn=f"User: {turn.user_message.content}\n\nAssistant: {output.answer}",
@@ -383,15 +410,16 @@ def memory_stage(turn: RunTurn, output: AgentOutput) -> None:
         max_iters=_MEMORY_MAX_ITERS,
     )
     try:
-        turn.relay_reply(reply, state, usage_log)
-    except (JobTimeoutException, RunNoLongerRunning):
+        await turn.relay_reply(reply, state, usage_log)
+    except RunNoLongerRunning:
         raise
     except Exception:
         logger.exception("memory stage of run %s failed; the run's answer stands", run.pk)
     finally:
         turn.record_usage(usage_log)
     if state.tool_names:
-        run_stage_messages_store(
+        await db(
+            run_stage_messages_store,
             run=run,
             claim_token=turn.claim_token,
             stage=Stage.MEMORY,
@@ -400,7 +428,7 @@ def memory_stage(turn: RunTurn, output: AgentOutput) -> None:
         )
     # What it kept or forgot, a line per tool call.
     kept = "\n".join(f"{tool.tool_name} {tool.args}" for tool in _tool_results(state))
-    turn.step_finish(Stage.MEMORY, output=kept, started=started, is_last=True, state=state)
+    await turn.step_finish(Stage.MEMORY, output=kept, started=started, is_last=True, state=state)
 
 
 def attachment_bytes(*, owner: Any, block: dict[str, Any]) -> bytes:

@@ -1,51 +1,64 @@
-"""The RQ worker for runs: it runs each job in its own process, without forking.
+"""The RQ worker for runs: one process holds many runs at once, without forking.
 
-A fork per job (RQ's default) is costly (docs/benchmarks.md, "Whole runs"): the fork, the
-work-horse's bookkeeping, a new database connection, and caches that died with each horse.
-This worker keeps its connections and caches from one job to the next, and answers one prompt
-with the demo model when it starts, so the first run does not pay AgentScope's lazy set-up.
+RQ's workers run one job at a time (a fork per job, or in process); a run spends nearly all
+its life waiting for its model, so this worker takes up to ``WORKER_CONCURRENCY`` jobs and
+runs each as a task on one event loop (agent_runs/runtime/host.py), their database work on
+``WORKER_DB_THREADS`` threads. Its main thread is RQ's own loop: it takes a job whenever a
+slot is free, registers it with RQ as started (its registries and dashboard show every job
+the worker holds), and hands it to the loop; a thread of its own tells RQ how each ended.
 
-What the work-horse gave, it gives in-process:
-- **cancel**: RQ's stop-job command reaches ``kill_horse``, which asks the running job to stop
-  (agent_runs/runtime/job_stop.py); the model call in flight is cancelled at once.
-- **job timeout**: RQ's death penalty (SIGALRM) works the same in the worker's main thread.
-- **liveness**: a thread beats the job's heartbeat while it runs (a forking worker's parent
-  did that), in Redis for RQ and in PostgreSQL for the sweeper (``runs_recover``), which
-  fails only runs whose worker died, whatever Redis has lost.
+What a work-horse gave, it gives in-process, per job:
+- **cancel**: RQ's stop-job command cancels the job's task, so the model call in flight
+  stops at once; the job is then ``stopped`` in RQ.
+- **job timeout**: a job that outlives its timeout is cancelled, and its run fails with
+  ``RUN_ERROR`` ``timeout``.
+- **liveness**: a thread beats every held job's heartbeat, in Redis for RQ and in
+  PostgreSQL for the sweeper (``runs_recover``: one statement for all the worker's runs),
+  which fails only runs whose worker died, whatever Redis has lost. A job whose run is no
+  longer its own (cancelled, or failed by the sweeper) is stopped.
+- **stopping**: a warm stop (SIGTERM, SIGINT) takes no more jobs and lets the held ones
+  finish; a second signal (a cold stop) cancels them, and their runs fail with
+  ``worker_lost``.
 
 And a thread beats the worker's own heartbeat in PostgreSQL (``WorkerBeat``, what
 ``/readyz`` counts), every ``WORKER_BEAT_SECONDS`` from start to a clean stop, whether it runs
 a job or waits for one; with ``WORKER_METRICS_PORT`` set, a thread serves its metrics.
 """
 
+import asyncio
 import datetime
 import gc
+import inspect
 import logging
 import os
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from http.server import ThreadingHTTPServer
 from typing import Any
 
 from django.conf import settings
-from django.db import DatabaseError, close_old_connections, connections
+from django.db import DatabaseError, close_old_connections
 from django.db import connection as db_connection
 from redis.exceptions import RedisError
 from rq import SimpleWorker
+from rq.command import parse_payload
+from rq.exceptions import StopRequested
 from rq.job import Job
 from rq.queue import Queue
+from rq.timeouts import JobTimeoutException, TimerDeathPenalty
+from rq.utils import now
 
 import agent_runs.runtime.jobs  # noqa: F401 - preloaded on purpose, see the module docstring
 from agent_runs import metrics
-from agent_runs.events.emitter import bookkeeping, close_event_connection
+from agent_runs.events.emitter import close_event_connection
 from agent_runs.runtime import agentscope_tuning
 from agent_runs.runtime.agents import WORKER_SYSTEM_PROMPT, conversation, worker_reply
-from agent_runs.runtime.async_bridge import drain, run_coroutine
+from agent_runs.runtime.async_bridge import drain
 from agent_runs.runtime.chat_models import chat_model_for
 from agent_runs.runtime.demo_model import DEMO_MODEL_ID
-from agent_runs.runtime.execution import claim_holder
-from agent_runs.runtime.job_stop import job_stop
-from agent_runs.services.lifecycle import run_heartbeat, runs_recover
+from agent_runs.runtime.host import Ending, HeldJob, RunHost
+from agent_runs.services.lifecycle import runs_heartbeat, runs_recover
 from agent_runs.services.push import push_deliveries_enqueue_due
 from agent_runs.services.workers import worker_beat, worker_beat_end, worker_beats_prune
 
@@ -54,9 +67,14 @@ logger = logging.getLogger(__name__)
 _RECHECK_AFTER_IDLE_SECONDS = 5.0
 # The rows of workers that died without a clean stop are deleted after this long.
 _DEAD_WORKER_ROWS_KEPT = datetime.timedelta(days=1)
+_STOP_COMMANDS = {"stop-job", "stop-execution"}
 
 
 class RunWorker(SimpleWorker):
+    # The job callbacks run on the thread that tells RQ how a job ended, where SIGALRM
+    # cannot reach: a timer stops a callback that hangs.
+    death_penalty_class = TimerDeathPenalty
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         sweep = settings.AGENT_RUN_SWEEP_SECONDS
         kwargs["maintenance_interval"] = sweep
@@ -67,8 +85,16 @@ class RunWorker(SimpleWorker):
         super().__init__(*args, **kwargs)
         agentscope_tuning.apply()
         self._last_job_ended = 0.0
+        self._burst = False
+        self._host = RunHost(
+            concurrency=settings.WORKER_CONCURRENCY, db_threads=settings.WORKER_DB_THREADS
+        )
+        # Tells RQ how each job ended, one at a time (RQ's bookkeeping is not thread-safe).
+        self._finisher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rq-finish")
 
     def work(self, *args: Any, **kwargs: Any) -> bool:
+        self._burst = bool(kwargs.get("burst") or (args and args[0]))
+        self._host.start()
         # A demo reply loads and exercises the code every run uses before the first job.
         model = chat_model_for(DEMO_MODEL_ID)
         reply = worker_reply(
@@ -78,7 +104,7 @@ class RunWorker(SimpleWorker):
             system_prompt=WORKER_SYSTEM_PROMPT,
             max_iters=1,
         )
-        run_coroutine(drain(reply))
+        self._host.run(drain(reply))
         self._recover()
         # What is loaded by now lives as long as the process: keep it out of every later
         # garbage collection's walk.
@@ -86,22 +112,151 @@ class RunWorker(SimpleWorker):
         gc.freeze()
         exporter = self._serve_metrics()
         stopped = threading.Event()
-        heart = threading.Thread(
-            target=self._beat_worker, args=(stopped,), name="worker-beat", daemon=True
-        )
-        heart.start()
+        threads = [
+            threading.Thread(target=target, args=(stopped,), name=name, daemon=True)
+            for target, name in ((self._beat_worker, "worker-beat"), (self._beat, "job-beat"))
+        ]
+        for thread in threads:
+            thread.start()
         try:
             return bool(super().work(*args, **kwargs))
         finally:
             stopped.set()
-            heart.join(timeout=5)
+            for thread in threads:
+                thread.join(timeout=5)
             self._end_beats()
             if exporter is not None:
                 exporter.shutdown()
                 exporter.server_close()
-            job_stop.reset()  # a stop asked of the last job must not stop the clean-up
-            run_coroutine(close_event_connection())
-            bookkeeping().close_connection()
+            self._finisher.shutdown(wait=True)
+            self._host.run(close_event_connection())
+            self._host.close()
+
+    def teardown(self) -> None:
+        self._release_held()  # while RQ's commands still reach the jobs held
+        super().teardown()
+
+    def _release_held(self) -> None:
+        """The worker stops: let the jobs it holds finish (a warm stop); at a second signal
+        (a cold stop, ``SystemExit`` here) cancel them, and wait for them to unwind."""
+        try:
+            while self._host.count():
+                if self._host.wait_idle(timeout=1.0):
+                    break
+                self.heartbeat()
+        except SystemExit:
+            logger.warning("cold stop: cancelling the %d jobs held", self._host.count())
+            self._host.stop_all(Ending.SHUTDOWN)
+            self._host.wait_idle(timeout=30)
+            raise
+        finally:
+            self._finisher.submit(lambda: None).result()  # every ending is told to RQ
+
+    # -- taking jobs -----------------------------------------------------------------
+
+    def dequeue_job_and_maintain_ttl(
+        self, timeout: int | None, max_idle_time: int | None = None
+    ) -> tuple[Job, Queue] | None:
+        """Wait for a free slot, then for a job. In burst mode an empty queue ends the
+        work only once no job is held (a held job may enqueue the next run of its thread)."""
+        while not self._host.wait_for_slot(timeout=1.0):
+            if self._stop_requested:
+                raise StopRequested()
+            self.heartbeat()
+        while True:
+            result = super().dequeue_job_and_maintain_ttl(timeout, max_idle_time)
+            if result is not None or not self._burst or not self._host.count():
+                return result
+            self._host.wait_for_change(timeout=1.0)
+
+    def execute_job(self, job: Job, queue: Queue) -> None:
+        """Register the job with RQ as started and hand it to the loop (it returns at once:
+        RQ's loop takes the next job while this one runs)."""
+        if time.monotonic() - self._last_job_ended > _RECHECK_AFTER_IDLE_SECONDS:
+            # After a quiet spell, a connection the database may have closed (a restart, an
+            # idle timeout) is given back, and the pool hands out a checked one.
+            self._host.db_executor.submit(close_old_connections)
+        execution = self.prepare_execution(job)
+        self.prepare_job_execution(job, remove_from_intermediate_queue=len(self.queues) == 1)
+        job.started_at = now()
+        held = HeldJob(job_id=job.id, timeout=job.timeout or None, payload=(job, queue, execution))
+        self._host.submit(held, lambda: self._perform(job), self._ended)
+
+    async def _perform(self, job: Job) -> Any:
+        """The job's work: a coroutine function (a run) on the loop, anything else on a
+        database thread."""
+        function = job.func
+        if inspect.iscoroutinefunction(function):
+            return await function(*job.args, **job.kwargs)
+        return await asyncio.get_running_loop().run_in_executor(None, job.perform)
+
+    def _ended(self, held: HeldJob, task: "asyncio.Future[Any]") -> None:
+        """On the loop: the job's task has ended; tell RQ on the finishing thread."""
+        outcome: tuple[Any, BaseException | None]
+        if task.cancelled():
+            outcome = (None, _cancelled(held))
+        else:
+            error = task.exception()
+            outcome = (None if error else task.result(), error)
+        self._finisher.submit(self._finish, held, *outcome)
+
+    def _finish(self, held: HeldJob, result: Any, error: BaseException | None) -> None:
+        job, queue, execution = held.payload
+        self._last_job_ended = time.monotonic()
+        try:
+            if error is None:
+                self._finalize_success(job, queue, execution, result)
+                return
+            if held.ending == Ending.STOPPED:
+                self._stopped_job_id = job.id  # RQ marks it stopped, not failed
+            exc_info = (type(error), error, error.__traceback__)
+            self._finalize_failure(job, queue, execution, exc_info)
+        except Exception:  # RQ's bookkeeping of one job must not stop the others'
+            logger.exception("job %s: its ending was not recorded in RQ", job.id)
+
+    # -- heartbeats and commands -----------------------------------------------------
+
+    def _beat(self, stopped: threading.Event) -> None:
+        """Beat every held job's heartbeat in Redis (RQ's bookkeeping) and its run's in
+        PostgreSQL (what the sweeper reads, one statement for all); a job whose run is no
+        longer its own is stopped."""
+        while not stopped.wait(self.job_monitoring_interval):
+            held = self._host.held()
+            for job in held:
+                try:
+                    self.maintain_heartbeats(job.payload[0], job.payload[2])
+                except Exception:  # a Redis hiccup: the next beat tries again
+                    logger.warning("heartbeat of job %s failed", job.job_id, exc_info=True)
+            claims = {job.claim: job for job in held if job.claim is not None}
+            if not claims:
+                continue
+            try:
+                ours = runs_heartbeat(claims=[(claim.run_pk, claim.token) for claim in claims])
+            except DatabaseError:  # the next beat tries again
+                logger.warning("heartbeat of %d runs failed", len(claims), exc_info=True)
+                continue
+            finally:
+                db_connection.close()  # this thread's: back to the pool between beats
+            for claim, job in claims.items():
+                if claim.run_pk not in ours:
+                    logger.warning(
+                        "run %s is no longer job %s's: stopping it", claim.run_pk, job.job_id
+                    )
+                    self._host.stop(job.job_id)
+
+    def handle_payload(self, message: Any) -> None:
+        """RQ's commands; a stop names one of the jobs held (RQ's own handler looks only at
+        one), whose task is cancelled."""
+        payload = parse_payload(message)
+        if payload.get("command") not in _STOP_COMMANDS:
+            super().handle_payload(message)
+            return
+        job_id = payload.get("job_id") or ""
+        if not self._host.stop(job_id):
+            logger.info("job %s is not held here: stop command ignored", job_id)
+
+    def kill_horse(self, *args: Any, **kwargs: Any) -> None:
+        """No work-horse to kill: a stop reaches the job held (``handle_payload``)."""
 
     def _serve_metrics(self) -> ThreadingHTTPServer | None:
         port = settings.WORKER_METRICS_PORT
@@ -146,56 +301,6 @@ class RunWorker(SimpleWorker):
         except DatabaseError:  # it goes stale on its own
             logger.warning("the beat of worker %s was not ended", self.name, exc_info=True)
 
-    def execute_job(self, job: Job, queue: Queue) -> None:
-        job_stop.reset(job_id=job.id)
-        if time.monotonic() - self._last_job_ended > _RECHECK_AFTER_IDLE_SECONDS:
-            # After a quiet spell, a connection the database may have closed (a restart, an
-            # idle timeout) is given back, and the pool hands out a checked one. Jobs that
-            # follow each other keep theirs: the check costs a round trip.
-            close_old_connections()
-        beating = threading.Event()
-        heart = threading.Thread(
-            target=self._beat, args=(job, beating), name="rq-job-heartbeat", daemon=True
-        )
-        heart.start()
-        try:
-            super().execute_job(job, queue)
-        finally:
-            beating.set()
-            heart.join(timeout=5)
-            self._last_job_ended = time.monotonic()
-            if any(connection.errors_occurred for connection in connections.all()):
-                close_old_connections()  # gives back a connection that failed
-
-    def _beat(self, job: Job, stopped: threading.Event) -> None:
-        """Beat the job's heartbeat in Redis (RQ's bookkeeping) and its run's in PostgreSQL
-        (what the sweeper reads); a job whose run is no longer its own is stopped."""
-        execution = None
-        while not stopped.wait(self.job_monitoring_interval):
-            try:
-                execution = execution or self.execution
-                if execution is not None:
-                    self.maintain_heartbeats(job, execution)
-            except Exception:  # a Redis hiccup: the next beat tries again
-                logger.warning("heartbeat of job %s failed", job.id, exc_info=True)
-            claim = claim_holder.current
-            if claim is None:
-                continue
-            try:
-                if not run_heartbeat(run_pk=claim.run_pk, claim_token=claim.token):
-                    logger.warning("run %s is no longer this job's: stopping it", claim.run_pk)
-                    job_stop.request(job_id=job.id)
-            except DatabaseError:  # the next beat tries again
-                logger.warning("heartbeat of run %s failed", claim.run_pk, exc_info=True)
-            finally:
-                db_connection.close()  # this thread's: back to the pool between beats
-
-    def kill_horse(self, *args: Any, **kwargs: Any) -> None:
-        """RQ's stop-job command (cancel): stop the job it names, if it still runs here.
-        (Without a name, the job it named has ended already: nothing to stop.)"""
-        if self._stopped_job_id is not None:
-            job_stop.request(job_id=self._stopped_job_id)
-
     def run_maintenance_tasks(self) -> None:
         super().run_maintenance_tasks()
         self._recover()
@@ -222,3 +327,12 @@ class RunWorker(SimpleWorker):
             return
         if pushes:
             logger.info("push deliveries due: %d enqueued", pushes)
+
+
+def _cancelled(held: HeldJob) -> BaseException:
+    """What a cancelled job failed with, as RQ records it."""
+    if held.ending == Ending.TIMED_OUT:
+        return JobTimeoutException(f"Task exceeded maximum timeout value ({held.timeout} seconds)")
+    if held.ending == Ending.SHUTDOWN:
+        return SystemExit("the worker stopped")
+    return asyncio.CancelledError("stopped: its run was cancelled")

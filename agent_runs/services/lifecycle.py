@@ -71,14 +71,20 @@ def run_claim(*, run_pk: int) -> uuid.UUID | None:
     return token if claimed else None
 
 
-def run_heartbeat(*, run_pk: int, claim_token: uuid.UUID) -> bool:
-    """The claiming job is alive; whether the run is still its own."""
-    return (
-        Run.objects.filter(pk=run_pk, claim_token=claim_token, status=Run.Status.RUNNING).update(
-            heartbeat_at=timezone.now()
-        )
-        == 1
-    )
+def runs_heartbeat(*, claims: list[tuple[int, uuid.UUID]]) -> set[int]:
+    """A worker's jobs are alive: two statements for all the runs they hold, as (run, claim)
+    pairs, whatever their number; the runs that are still their jobs' (a run missing is no
+    longer its job's)."""
+    if not claims:
+        return set()
+    held = Q()
+    for run_pk, claim_token in claims:
+        held |= Q(pk=run_pk, claim_token=claim_token)
+    now = timezone.now()
+    ours = Run.objects.filter(held, status=Run.Status.RUNNING)
+    beaten = set(ours.values_list("pk", flat=True))
+    Run.objects.filter(pk__in=beaten, status=Run.Status.RUNNING).update(heartbeat_at=now)
+    return beaten
 
 
 def run_complete(*, run: Run, claim_token: uuid.UUID) -> bool:

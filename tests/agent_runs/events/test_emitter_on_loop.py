@@ -1,7 +1,8 @@
-"""A job's emitter writes as it goes, from the event loop its reply runs on
+"""A job's emitter writes as it goes, through its loop's journal writer
 (agent_runs/events/emitter.py, ``loop``): events are in PostgreSQL and on the Redis stream
-while the reply is still running, in order, numbered in their run; the terminal event is the
-caller's to write; a write under a lost claim stops the job at its next emit."""
+while the reply is still running, in order, numbered in their run, many runs' in one
+statement; the terminal event is the caller's to write; a write under a lost claim stops
+that run's job at its next emit, and no other run's."""
 
 import asyncio
 from collections.abc import Iterator
@@ -79,6 +80,9 @@ def test_events_are_stored_and_published_while_the_reply_runs(alice, redis_queue
 
     emitter.emit(TextMessageEndEvent(message_id="m", **ids))
     emitter.emit(StepFinishedEvent(step_name="worker", **ids))
+    with pytest.raises(RuntimeError):  # the terminal event comes after everything before it
+        emitter.emit(RunFinishedEvent(thread_id=ids["threadId"], run_id=ids["runId"]))
+    run_coroutine(emitter.flush_async())
     with transaction.atomic():  # the terminal event shares the caller's transaction
         emitter.emit(RunFinishedEvent(thread_id=ids["threadId"], run_id=ids["runId"]))
         assert emitter.claim_token is not None
@@ -95,7 +99,7 @@ def test_a_lost_claim_stops_the_reply_at_its_next_emit_and_nothing_more_is_store
 ):
     run, emitter, ids = claimed_run(alice)
     emitter.emit(RunStartedEvent(thread_id=ids["threadId"], run_id=ids["runId"]))
-    emitter.flush()
+    run_coroutine(emitter.flush_async())
     Run.objects.filter(pk=run.pk).update(status=Run.Status.CANCELLED)  # a cancel came
 
     async def reply() -> None:
@@ -106,5 +110,44 @@ def test_a_lost_claim_stops_the_reply_at_its_next_emit_and_nothing_more_is_store
     with pytest.raises(RunNoLongerRunning):
         run_coroutine(reply())
     with pytest.raises(RunNoLongerRunning):
-        emitter.flush()
+        run_coroutine(emitter.flush_async())
     assert list(RunEvent.objects.filter(run=run).values_list("type", flat=True)) == ["RUN_STARTED"]
+
+
+def test_many_runs_events_share_statements_and_a_lost_claim_stops_only_its_run(alice, redis_queue):
+    runs = [claimed_run(alice) for _ in range(4)]
+    lost_run, lost, _ = runs[0]
+    Run.objects.filter(pk=lost_run.pk).update(status=Run.Status.CANCELLED)  # a cancel came
+    statements: list[str] = []
+    writer = event_log.journal_writer(bridge_loop())
+    execute = writer._execute
+
+    async def counted(sql, params):
+        statements.append(sql)
+        return await execute(sql, params)
+
+    writer._execute = counted  # type: ignore[method-assign]  # counts the writer's statements
+
+    async def replies() -> None:
+        for index in range(50):
+            for _run, emitter, ids in runs:
+                if emitter is lost and index:
+                    continue
+                if index == 0:
+                    emitter.emit(RunStartedEvent(thread_id=ids["threadId"], run_id=ids["runId"]))
+                else:
+                    emitter.emit(StepStartedEvent(step_name=f"s{index}", **ids))
+            await asyncio.sleep(0)
+        for _run, emitter, _ids in runs[1:]:
+            await emitter.flush_async()
+
+    run_coroutine(replies())
+    with pytest.raises(RunNoLongerRunning):
+        run_coroutine(lost.flush_async())
+    assert not RunEvent.objects.filter(run=lost_run).exists()
+    for run, _emitter, _ids in runs[1:]:
+        seqs = list(RunEvent.objects.filter(run=run).order_by("id").values_list("seq", flat=True))
+        assert seqs == list(range(50))
+    # 150 events of three runs (and the lost run's one): far fewer statements than events,
+    # most of them carrying several runs' events.
+    assert len(statements) < 60
