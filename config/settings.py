@@ -36,8 +36,9 @@ if env_bool("DJANGO_BEHIND_TLS_PROXY", False):
 SESSION_COOKIE_SECURE = not DEBUG
 CSRF_COOKIE_SECURE = not DEBUG
 
+# Not "daphne": its app installs Twisted's reactor in every process that loads the apps, the
+# workers included (some 40 MiB each); daphne is started as a program (docs/deployment.md).
 INSTALLED_APPS = [
-    "daphne",
     "django.contrib.admin",
     "django.contrib.auth",
     "django.contrib.contenttypes",
@@ -187,7 +188,7 @@ PUSH_RETRY_BASE_SECONDS = env_float("PUSH_RETRY_BASE_SECONDS", 10.0, minimum=0)
 PUSH_TIMEOUT_SECONDS = env_float("PUSH_TIMEOUT_SECONDS", 10.0, minimum=0.1)
 # Receivers of agent_runs.signals.run_status_changed, by dotted path: a protocol edge's
 # (e.g. its push notifications), connected in the web and the worker processes.
-AGENT_RUN_STATUS_RECEIVERS: list[str] = ["agent_runs.protocols.a2a.push.on_run_status"]
+AGENT_RUN_STATUS_RECEIVERS: list[str] = ["agent_runs.protocols.a2a.receivers.on_run_status"]
 
 # Models (docs/configuration.md, "Models"): "demo" runs offline with no key.
 AGENT_WORKER_MODEL = env_str("AGENT_WORKER_MODEL", "demo")
