@@ -310,9 +310,10 @@ class JournalWriter:
     """Writes the events every emitter on one event loop hands on (a worker's runs): each
     round takes all that is waiting, of every run, and writes it in one fenced ``INSERT``
     on the writer's own connection (autocommit), then adds each run's batch to its thread's
-    stream in one Redis pipeline. A round starts as soon as the one before it ends, so an
-    event waits at most a round's time beyond its own write, and the more runs are in flight
-    the more each statement carries (docs/architecture.md, "The journal")."""
+    stream in one Redis pipeline. A round starts as soon as the one before it ends, but no
+    sooner than ``AGENT_EVENTS_WRITE_INTERVAL`` after it started, so an event waits at most
+    that, or a round's time, beyond its own write, and the more runs are in flight the more
+    each statement carries (docs/architecture.md, "The journal")."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
@@ -338,8 +339,16 @@ class JournalWriter:
             )
 
     async def _serve(self) -> None:
+        last_round = 0.0
         while True:
             await self._wake.wait()
+            # Rounds at most every AGENT_EVENTS_WRITE_INTERVAL: what the runs emit meanwhile
+            # joins this one (a token every 20 ms from each of 30 runs: a few rounds, not a
+            # statement per token).
+            wait = last_round + settings.AGENT_EVENTS_WRITE_INTERVAL - self._loop.time()
+            if wait > 0:
+                await asyncio.sleep(wait)
+            last_round = self._loop.time()
             self._wake.clear()
             batches = self._take()
             if not batches:
