@@ -5,12 +5,10 @@ Only the worker imports this module (it imports AgentScope through the stages).
 
 import asyncio
 import logging
-import time
 import traceback
 import uuid
-from collections.abc import Callable
 from functools import partial
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import openai
 from ag_ui.core import CustomEvent, RunFinishedEvent, RunStartedEvent
@@ -18,9 +16,6 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.db import (
     DatabaseError,
-    InterfaceError,
-    OperationalError,
-    connections,
     transaction,
 )
 from django.utils import timezone
@@ -36,7 +31,15 @@ from agent_runs.log_context import run_log_context
 from agent_runs.models import RUN_ENDED_STATUSES, Run, Stage
 from agent_runs.runtime.chat_models import ModelCall
 from agent_runs.runtime.demo_model import DEMO_MODEL_ID
-from agent_runs.runtime.host import Claim, Ending, claim_register, current_job, db
+from agent_runs.runtime.host import (
+    Claim,
+    Ending,
+    claim_register,
+    current_job,
+    db,
+    db_retried,
+    with_reconnect,
+)
 from agent_runs.runtime.output import AgentOutput, RouteDecision
 from agent_runs.runtime.stages import RunTurn, memory_stage, router_stage, worker_stage
 from agent_runs.selectors.context import user_memory_notes
@@ -53,14 +56,6 @@ from billing import services as billing_services
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
-_RECONNECT_ATTEMPTS = 5
-_RECONNECT_PAUSE_SECONDS = 0.5
-
-
-async def db_retried(function: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
-    """``db`` for a call that changes nothing unless it succeeds, or is fenced: tried again
-    on a new connection when the database cut the one it used."""
-    return await db(with_reconnect, partial(function, *args, **kwargs))
 
 
 async def run_execute(*, run_pk: int) -> None:
@@ -72,38 +67,48 @@ async def run_execute(*, run_pk: int) -> None:
     run that is not this job's to run costs one UPDATE. A connection the database cut is
     replaced, so the job itself ends its run rather than leaving it to the sweeper.
     """
-    # A claim changes nothing unless it succeeds, so it may be tried again on a new
-    # connection (the old one died while the worker waited: a restart, a failover).
-    token = await db_retried(run_claim, run_pk=run_pk)
-    if token is None:
+    started = await db(_run_start, run_pk, asyncio.get_running_loop())
+    if started is None:
         logger.info("run %s is not claimable now (taken, finished or waiting its turn)", run_pk)
         return
-    claim_register(Claim(run_pk, token))
+    run, emitter = started
+    assert emitter.claim_token is not None, "a job's emitter writes under its claim"
+    claim_register(Claim(run_pk, emitter.claim_token))
     try:
-        run, last_event_id = await db_retried(run_for_execution, run_pk=run_pk)
         # Every log line from here to the end names the run (ops/logging.py).
         with run_log_context(run_id=run.run_id, thread_id=str(run.thread_id)):
             logger.info("run %s: claimed", run.pk)
-            ended = await _run_job(run, token=token, last_event_id=last_event_id)
+            ended = await _run_job(run, emitter)
             _run_measure(run, ended=ended)
     finally:
         claim_register(None)
 
 
-async def _run_job(run: Run, *, token: uuid.UUID, last_event_id: int) -> str | None:
+def _run_start(run_pk: int, loop: asyncio.AbstractEventLoop) -> tuple[Run, RunEventEmitter] | None:
+    """Claim the run and, once claimed, load it with its emitter (one trip to a database
+    thread). A claim changes nothing unless it succeeds, and a read changes nothing, so each
+    is tried again on a new connection when the database cut the one it used (a restart, a
+    failover while the worker waited)."""
+    token = with_reconnect(partial(run_claim, run_pk=run_pk))
+    if token is None:
+        return None
+    run, last_event_id = with_reconnect(partial(run_for_execution, run_pk=run_pk))
+    # The job's events are written as they come, by the loop's journal writer.
+    emitter = RunEventEmitter(
+        run=run,
+        resume=run.checkpoint is not None,  # a parked run goes on with its journal
+        previous_id=last_event_id,
+        claim_token=token,
+        loop=loop,
+    )
+    return run, emitter
+
+
+async def _run_job(run: Run, emitter: RunEventEmitter) -> str | None:
     """The claimed run's pipeline; the status it ended with under this job (``None`` when it
     was parked, or ended by someone else in a way this job cannot tell)."""
-    # The job's events are written as they come, by the loop's journal writer.
-    emitter = await db(
-        partial(
-            RunEventEmitter,
-            run=run,
-            resume=run.checkpoint is not None,  # a parked run goes on with its journal
-            previous_id=last_event_id,
-            claim_token=token,
-            loop=asyncio.get_running_loop(),
-        )
-    )
+    token = emitter.claim_token
+    assert token is not None, "a job's emitter writes under its claim"
     try:
         return Run.Status.COMPLETED if await _run_pipeline(run, emitter) else None
     except RunNoLongerRunning:
@@ -174,7 +179,7 @@ async def _run_pipeline(run: Run, emitter: RunEventEmitter) -> bool:
         emitter.emit(RunStartedEvent(**ids))
     elif run.checkpoint is not None:
         emitter.emit(CustomEvent(name=RUN_RESUMED_EVENT, value={"next_stage": checkpoint.next}))
-    turn, stages = await db(_run_turn, run, emitter)
+    turn, stages = await db_retried(_run_turn, run, emitter)
     # Where a parked run goes on (past the end: its memory stage was turned off meanwhile).
     first = stages.index(checkpoint.next) if checkpoint.next in stages else len(stages)
     for index, stage in enumerate(stages):
@@ -271,22 +276,6 @@ async def _park_if_asked(turn: RunTurn, checkpoint: Checkpoint, *, done: int) ->
         return False
     logger.info("run %s parked before its %s stage (%s)", run.pk, checkpoint.next, reason)
     return True
-
-
-def with_reconnect(call: Callable[[], T]) -> T:
-    """``call()``, again on a new connection when the database cut the one it used (tried
-    a few times, half a second apart, to ride out a restart). Only for calls that change
-    nothing unless they succeed, or are fenced."""
-    for attempt in range(_RECONNECT_ATTEMPTS):
-        try:
-            return call()
-        except (InterfaceError, OperationalError):
-            if attempt == _RECONNECT_ATTEMPTS - 1:
-                raise
-            logger.warning("the database connection failed; reconnecting", exc_info=True)
-            connections.close_all()
-            time.sleep(_RECONNECT_PAUSE_SECONDS * attempt)
-    raise AssertionError("unreachable")
 
 
 def _store_usage(run: Run, stage: str, calls: list[ModelCall]) -> int:

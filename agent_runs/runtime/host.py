@@ -27,12 +27,14 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, TypeVar
 
-from django.db import close_old_connections, connections
+from django.db import InterfaceError, OperationalError, close_old_connections, connections
 from django.db import connection as db_connection
 
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
+_RECONNECT_ATTEMPTS = 5
+_RECONNECT_PAUSE_SECONDS = 0.5
 
 
 class Ending(enum.Enum):
@@ -94,6 +96,28 @@ def _on_db_thread(function: Callable[..., T], /, *args: Any, **kwargs: Any) -> T
         _thread_state.last_used = time.monotonic()
         if any(connection.errors_occurred for connection in connections.all()):
             close_old_connections()  # gives back a connection that failed
+
+
+async def db_retried(function: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+    """``db`` for a call that changes nothing unless it succeeds (a read, one transaction),
+    or is fenced: tried again on a new connection when the database cut the one it used."""
+    return await db(with_reconnect, partial(function, *args, **kwargs))
+
+
+def with_reconnect(call: Callable[[], T]) -> T:
+    """``call()``, again on a new connection when the database cut the one it used (tried
+    a few times, half a second apart, to ride out a restart). Only for calls that change
+    nothing unless they succeed, or are fenced."""
+    for attempt in range(_RECONNECT_ATTEMPTS):
+        try:
+            return call()
+        except (InterfaceError, OperationalError):
+            if attempt == _RECONNECT_ATTEMPTS - 1:
+                raise
+            logger.warning("the database connection failed; reconnecting", exc_info=True)
+            connections.close_all()
+            time.sleep(_RECONNECT_PAUSE_SECONDS * attempt)
+    raise AssertionError("unreachable")
 
 
 _held: contextvars.ContextVar[HeldJob | None] = contextvars.ContextVar("held_job", default=None)

@@ -5,7 +5,8 @@ from typing import Any
 
 from agent_runs import metrics
 from agent_runs.models import Run
-from agent_runs.runtime.execution import error_code, run_execute, with_reconnect
+from agent_runs.runtime.execution import error_code, run_execute
+from agent_runs.runtime.host import with_reconnect
 from agent_runs.services.lifecycle import run_dispatch_next, run_fail
 from agent_runs.services.push import push_delivery_attempt
 

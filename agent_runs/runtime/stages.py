@@ -40,7 +40,7 @@ from agent_runs.runtime.agentscope_events import (
     map_agentscope_event,
 )
 from agent_runs.runtime.chat_models import ModelCall, UsageLog, chat_model_for
-from agent_runs.runtime.host import db
+from agent_runs.runtime.host import db, db_retried
 from agent_runs.runtime.output import AgentOutput, RouteDecision
 from agent_runs.runtime.tools.context import ToolContext
 from agent_runs.runtime.tools.memory import memory_tools
@@ -92,10 +92,12 @@ class RunTurn:
     stage_calls: dict[str, list[ModelCall]] = field(default_factory=dict)
     # What the run's clients asked of it when this job last finished a stage (none yet).
     control: RunControl | None = None
-    _worker_config: StageConfig | None = None
 
     # The router's and the worker's context, read with the turn.
     contexts: dict[Visibility, list[tuple[str, str]]] = field(default_factory=dict)
+    # Each stage's config, read with the turn; a config that could not be read (an
+    # automation job's that does not validate) fails its stage when the stage starts.
+    configs: dict[str, StageConfig | Exception] = field(default_factory=dict)
 
     @classmethod
     def prepare(
@@ -108,6 +110,12 @@ class RunTurn:
     ) -> "RunTurn":
         """The turn of a run, with what its stages read (from a database thread)."""
         user_message = run.messages.get(role=Message.Role.USER)
+        configs: dict[str, StageConfig | Exception] = {}
+        for stage in (Stage.ROUTER, Stage.WORKER, Stage.MEMORY):
+            try:
+                configs[stage] = stage_config(run=run, stage=stage)
+            except Exception as exc:  # raised when the stage that needs it starts
+                configs[stage] = exc
         return cls(
             run=run,
             emitter=emitter,
@@ -120,7 +128,15 @@ class RunTurn:
                 consumers=[Visibility.ROUTER, Visibility.WORKER],
                 token_budget=settings.AGENT_CONTEXT_TOKEN_BUDGET,
             ),
+            configs=configs,
         )
+
+    def config(self, stage: str) -> StageConfig:
+        """The stage's config (what could not be read is raised now)."""
+        config = self.configs[stage]
+        if isinstance(config, Exception):
+            raise config
+        return config
 
     @property
     def claim_token(self) -> uuid.UUID:
@@ -146,7 +162,7 @@ class RunTurn:
 
     async def step_start(self, stage: Stage, input: Any) -> None:
         """The stage starts: its step row, then its ``STEP_STARTED``."""
-        await db(
+        await db_retried(
             agent_step_start, run=self.run, claim_token=self.claim_token, stage=stage, input=input
         )
         self.emitter.emit(StepStartedEvent(step_name=stage, **self.ids))
@@ -179,7 +195,7 @@ class RunTurn:
                 }
                 for tool in _tool_results(state)
             ]
-        self.control = await db(
+        self.control = await db_retried(
             agent_step_finish,
             run=self.run,
             claim_token=self.claim_token,
@@ -196,14 +212,9 @@ class RunTurn:
             user_id=self.run.thread.owner_id, run_pk=self.run.pk, client_time=self.run.client_time
         )
 
-    async def worker_config(self) -> StageConfig:
-        if self._worker_config is None:
-            self._worker_config = await db(stage_config, run=self.run, stage=Stage.WORKER)
-        return self._worker_config
-
-    async def worker_tools(self) -> list[Callable[..., Any]]:
+    def worker_tools(self) -> list[Callable[..., Any]]:
         """The tools the worker's config enables (the router chooses among them)."""
-        return tools_for(config=await self.worker_config(), context=self.tool_context)
+        return tools_for(config=self.config(Stage.WORKER), context=self.tool_context)
 
     def user_content(self) -> str | list[TextBlock | DataBlock]:
         """The user message for the worker: its text, with its images when it has some
@@ -259,14 +270,14 @@ async def router_stage(turn: RunTurn, *, is_last: bool = False) -> RouteDecision
     await turn.step_start(Stage.ROUTER, turn.user_message.content)
     started = time.monotonic()
     usage_log = UsageLog(stage=Stage.ROUTER)
-    config = await db(stage_config, run=turn.run, stage=Stage.ROUTER)
+    config = turn.config(Stage.ROUTER)
     try:
         decision = await router_decide(
             model=chat_model_for(settings.AGENT_ROUTER_MODEL, usage_log=usage_log),
             messages=conversation(
                 turn.context(Visibility.ROUTER), turn.user_message.content, speaker="worker"
             ),
-            tools=await turn.worker_tools(),
+            tools=turn.worker_tools(),
             system_prompt=instructions(
                 ROUTER_SYSTEM_PROMPT, context=config.context, memory_notes=turn.memory_notes
             ),
@@ -293,8 +304,8 @@ async def worker_stage(
     state = RunMappingState(
         thread_id=str(run.thread_id), run_id=run.run_id, stage=Stage.WORKER, message_id=message_id
     )
-    config = await turn.worker_config()
-    tools = [tool for tool in await turn.worker_tools() if tool.__name__ in decision.tools]
+    config = turn.config(Stage.WORKER)
+    tools = [tool for tool in turn.worker_tools() if tool.__name__ in decision.tools]
     usage_log = UsageLog(stage=Stage.WORKER)
     context = "\n\n".join(part for part in (config.context, _ROUTE_HINTS[decision.route]) if part)
     user_content = (
@@ -334,7 +345,7 @@ async def worker_stage(
             "agent_output": output.model_dump(mode="json"),
         },
     )
-    digest, locale = await db(_answer_store, turn, state, answer)
+    digest, locale = await db_retried(_answer_store, turn, state, answer)
     # Sent once the answer is committed: a client that sees it finds the message stored.
     turn.emitter.emit(
         TextMessageEndEvent(
@@ -399,7 +410,7 @@ async def memory_stage(turn: RunTurn, output: AgentOutput) -> None:
         message_id=f"{Stage.MEMORY.value}-{run.run_id}",
     )
     usage_log = UsageLog(stage=Stage.MEMORY)
-    config = await db(stage_config, run=run, stage=Stage.MEMORY)
+    config = turn.config(Stage.MEMORY)
     reply = memory_reply(
         model=chat_model_for(settings.AGENT_MEMORY_MODEL, usage_log=usage_log),
         turn=f"User: {turn.user_message.content}\n\nAssistant: {output.answer}",
@@ -418,7 +429,7 @@ async def memory_stage(turn: RunTurn, output: AgentOutput) -> None:
     finally:
         turn.record_usage(usage_log)
     if state.tool_names:
-        await db(
+        await db_retried(
             run_stage_messages_store,
             run=run,
             claim_token=turn.claim_token,
