@@ -5,7 +5,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from agent_runs.errors import RunNoLongerRunning, StepNotEditable, StepTransitionInvalid
@@ -41,24 +41,47 @@ def _lock_claimed(*, run: Run, claim_token: uuid.UUID) -> RunControl:
     return RunControl(**claimed)
 
 
-def agent_step_start(*, run: Run, claim_token: uuid.UUID, stage: str, input: Any) -> Step:
+def agent_step_start(*, run: Run, claim_token: uuid.UUID, stage: str, input: Any) -> None:
     """Record that the job's run started a stage, while the run is still the job's (its row
     locked against a cancel, which fails the running step in turn); ``RunNoLongerRunning``
-    otherwise."""
+    otherwise. On PostgreSQL one statement: the insert fenced on the claim, as the journal's
+    writes are."""
     now = timezone.now()
-    with transaction.atomic():
-        _lock_claimed(run=run, claim_token=claim_token)
-        return Step.objects.create(
-            id=agent_step_id(thread_id=run.thread_id, run_id=run.run_id, stage=stage),
-            thread_id=run.thread_id,
-            run=run,
-            source=Step.Source.AGENT,
-            name=stage,
-            status=Step.Status.RUNNING,
-            input=input,
-            created_at=now,
-            started_at=now,
-        )
+    step = Step(
+        id=agent_step_id(thread_id=run.thread_id, run_id=run.run_id, stage=stage),
+        thread_id=run.thread_id,
+        run=run,
+        source=Step.Source.AGENT,
+        name=stage,
+        status=Step.Status.RUNNING,
+        input=input,
+        created_at=now,
+        started_at=now,
+    )
+    if connection.vendor != "postgresql":
+        with transaction.atomic():
+            _lock_claimed(run=run, claim_token=claim_token)
+            step.save(force_insert=True)
+        return
+    fields = Step._meta.concrete_fields
+    columns = ", ".join(connection.ops.quote_name(field.column) for field in fields)
+    values = [field.get_db_prep_save(getattr(step, field.attname), connection) for field in fields]
+    sql = (
+        f"INSERT INTO {Step._meta.db_table} ({columns}) "
+        f"SELECT {', '.join(['%s'] * len(fields))} WHERE {_CLAIMED} RETURNING id"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*values, run.pk, claim_token, Run.Status.RUNNING.value])
+        if cursor.fetchone() is None:
+            raise RunNoLongerRunning(run.pk)
+
+
+# The fence of a job's one-statement writes: the run is still running under its claim, its
+# row share-locked against a service ending it (which locks it for update).
+_CLAIMED = (
+    f"EXISTS (SELECT 1 FROM {Run._meta.db_table} r WHERE r.id = %s AND r.claim_token = %s "
+    "AND r.status = %s FOR SHARE)"
+)
 
 
 def agent_step_finish(
@@ -72,19 +95,40 @@ def agent_step_finish(
 ) -> RunControl:
     """Record that the job's run finished a stage (``RunNoLongerRunning`` when the run is no
     longer the job's); what its clients ask of it now, read with the run's row lock (the job
-    parks the run at this boundary if it must)."""
-    with transaction.atomic():
-        control = _lock_claimed(run=run, claim_token=claim_token)
-        Step.objects.filter(
-            pk=agent_step_id(thread_id=run.thread_id, run_id=run.run_id, stage=stage)
-        ).update(
-            status=Step.Status.COMPLETED,
-            output=output,
-            additional_output=additional_output,
-            is_last=is_last,
-            completed_at=timezone.now(),
-        )
-    return control
+    parks the run at this boundary if it must). On PostgreSQL one statement."""
+    step_id = agent_step_id(thread_id=run.thread_id, run_id=run.run_id, stage=stage)
+    changes = {
+        "status": Step.Status.COMPLETED,
+        "output": output,
+        "additional_output": additional_output,
+        "is_last": is_last,
+        "completed_at": timezone.now(),
+    }
+    if connection.vendor != "postgresql":
+        with transaction.atomic():
+            control = _lock_claimed(run=run, claim_token=claim_token)
+            Step.objects.filter(pk=step_id).update(**changes)
+        return control
+    fields = [Step._meta.get_field(name) for name in changes]
+    sets = ", ".join(f"{connection.ops.quote_name(field.column)} = %s" for field in fields)
+    values = [
+        field.get_db_prep_save(value, connection)
+        for field, value in zip(fields, changes.values(), strict=True)
+    ]
+    # The run's row locked first (FOR SHARE, in the CTE): its flags as they are once a
+    # cancel or a pause that held it has committed.
+    sql = (
+        f"WITH claimed AS (SELECT pause_requested, step_budget FROM {Run._meta.db_table} "
+        "WHERE id = %s AND claim_token = %s AND status = %s FOR SHARE) "
+        f"UPDATE {Step._meta.db_table} SET {sets} FROM claimed WHERE id = %s "
+        "RETURNING claimed.pause_requested, claimed.step_budget"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [run.pk, claim_token, Run.Status.RUNNING.value, *values, step_id])
+        row = cursor.fetchone()
+    if row is None:
+        raise RunNoLongerRunning(run.pk)
+    return RunControl(pause_requested=row[0], step_budget=row[1])
 
 
 def client_step_create(
