@@ -147,10 +147,13 @@ def service_env(**overrides: str) -> dict[str, str]:
     )
 
 
-def start_daphne(*, redis_url: str, **env_overrides: str) -> tuple[subprocess.Popen[bytes], int]:
-    """daphne on a free port, its ``PUBLIC_BASE_URL`` its own address (so that URLs it
-    publishes, the A2A card's, reach it) unless the test's environment names one."""
-    port = free_port()
+def start_daphne(
+    port: int | None = None, /, *, redis_url: str, **env_overrides: str
+) -> tuple[subprocess.Popen[bytes], int]:
+    """daphne on ``port`` (a free one unless given), its ``PUBLIC_BASE_URL`` its own address
+    (so that URLs it publishes, the A2A card's, reach it) unless the test's environment
+    names one."""
+    port = port or free_port()
     env = service_env(
         **{
             "REDIS_URL": redis_url,

@@ -2,6 +2,8 @@
 provider client runs in tests (the model is faked only at the network boundary)."""
 
 import json
+import select
+import socket
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -9,7 +11,7 @@ from typing import Any
 
 
 class FakeOpenAI:
-    def __init__(self) -> None:
+    def __init__(self, port: int = 0) -> None:
         self.answer = ["Hello", " from", " the", " fake", " model."]
         self.status = 200
         self.delay = 0.0  # seconds before answering
@@ -29,7 +31,12 @@ class FakeOpenAI:
         self.output: dict[str, Any] | None = {"result_type": "unknown", "status": "success"}
         # The router's decision, for requests offering generate_structured_output.
         self.route: dict[str, Any] = {"route": "use_tools", "tools": []}
+        # Requests whose messages mention this text are answered 500, the others as usual
+        # (one run's provider failing among many).
+        self.failing_text: str | None = None
         self.requests: list[dict[str, Any]] = []
+        # The requests whose client closed the connection before the answer (its delay).
+        self.abandoned: list[dict[str, Any]] = []
         self.worker_turns = 0
         fake = self
 
@@ -37,12 +44,17 @@ class FakeOpenAI:
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length", "0"))
                 body = json.loads(self.rfile.read(length) or b"{}")
-                fake.requests.append(
-                    {"path": self.path, "headers": dict(self.headers), "body": body}
+                request = {"path": self.path, "headers": dict(self.headers), "body": body}
+                fake.requests.append(request)
+                if not self._wait(fake.delay):
+                    fake.abandoned.append(request)
+                    return
+                failing = fake.failing_text is not None and fake.failing_text in json.dumps(
+                    body.get("messages", [])
                 )
-                time.sleep(fake.delay)
-                if fake.status != 200:
-                    self._send_json(fake.status, {"error": {"message": "upstream exploded"}})
+                status = 500 if failing else fake.status
+                if status != 200:
+                    self._send_json(status, {"error": {"message": "upstream exploded"}})
                     return
                 self.send_response(200)
                 self.send_header("Content-Type", "text/event-stream")
@@ -70,6 +82,21 @@ class FakeOpenAI:
                 self._chunk({}, "stop")
                 self._data({**_envelope(), "choices": [], "usage": fake.usage})
                 self.wfile.write(b"data: [DONE]\n\n")
+
+            def _wait(self, seconds: float) -> bool:
+                """Wait ``seconds``; false when the client closed the connection meanwhile."""
+                deadline = time.monotonic() + seconds
+                while (left := deadline - time.monotonic()) > 0:
+                    readable, _, _ = select.select([self.connection], [], [], min(left, 0.05))
+                    if not readable:
+                        continue
+                    try:
+                        if not self.connection.recv(1, socket.MSG_PEEK):
+                            return False
+                    except OSError:
+                        return False
+                    time.sleep(min(left, 0.05))  # a request sent ahead: not a close
+                return True
 
             def _tool_calls(self, calls: list[tuple[str, str, str]]) -> None:
                 for index, (call_id, name, arguments) in enumerate(calls):
@@ -105,7 +132,7 @@ class FakeOpenAI:
             def log_message(self, format: str, *args: Any) -> None:
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
         self.base_url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
