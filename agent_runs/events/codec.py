@@ -4,6 +4,7 @@ docs/spec/sse-events-and-usage.md, sections 1-3 and 7: camelCase top-level field
 snake_case business fields kept as they are, internal statistics never on the wire.
 """
 
+import json
 from typing import Any
 
 from ag_ui.core import BaseEvent, EventType
@@ -128,3 +129,103 @@ def _require(opened: set[str], key: str, what: str) -> None:
 def _close(opened: set[str], key: str, what: str) -> None:
     _require(opened, key, what)
     opened.remove(key)
+
+
+# --- reading ----------------------------------------------------------------------------------
+
+
+class Event:
+    """One event of the journal as a stream reads it: its id (the SSE id), its ordinal in its
+    run (how a protocol's translator numbers it, the same live and replayed), its type and
+    runId, and its JSON as stored (``data``), which AG-UI frames as it is. ``payload``, the
+    decoded JSON, is decoded on first use (once for every stream of a process reading the
+    same Redis entry: the hub shares its events, so a reader never changes a payload)."""
+
+    __slots__ = ("_payload", "data", "id", "run_id", "seq", "type")
+
+    def __init__(
+        self,
+        id: int,
+        seq: int,
+        data: str,
+        *,
+        type: str,
+        run_id: str | None,
+        payload: dict[str, Any] | None = None,
+    ) -> None:
+        self.id = id
+        self.seq = seq
+        self.type = type
+        self.run_id = run_id
+        self.data = data
+        self._payload = payload
+
+    @property
+    def payload(self) -> dict[str, Any]:
+        if self._payload is None:
+            self._payload = json.loads(self.data)
+        return self._payload
+
+    def __repr__(self) -> str:
+        return f"Event(id={self.id}, seq={self.seq}, type={self.type!r})"
+
+
+class StoredEntry:
+    """One entry of a thread's Redis stream (written by ``emitter.py``): a batch of one run's
+    events, ``ids`` in order, ``prev`` the thread's event before them. ``events`` is
+    ``None`` for an entry that does not carry its events' ordinals (written by a worker of
+    an earlier release): a reader takes them from PostgreSQL instead."""
+
+    __slots__ = ("events", "ids", "prev")
+
+    def __init__(self, ids: list[int], prev: int, events: list[Event] | None) -> None:
+        self.ids = ids
+        self.prev = prev
+        self.events = events
+
+
+_decoder = json.JSONDecoder()
+_WHITESPACE = " \t\n\r"
+
+
+def stored_entry_read(fields: dict[bytes, bytes]) -> StoredEntry:
+    """The events of a stream entry, each with its JSON text as stored: the list in ``data``
+    is decoded once, element by element, and each element's text is a slice of it."""
+    ids = [int(event_id) for event_id in fields[b"ids"].split(b",")]
+    prev = int(fields[b"prev"])
+    if b"seq" not in fields:
+        return StoredEntry(ids, prev, None)
+    first_seq = int(fields[b"seq"])
+    text = fields[b"data"].decode()
+    events: list[Event] = []
+    position = _skip(text, 0, "[")
+    for offset, event_id in enumerate(ids):
+        if offset:
+            position = _skip(text, position, ",")
+        payload, end = _decoder.raw_decode(text, position)
+        events.append(
+            Event(
+                event_id,
+                first_seq + offset,
+                text[position:end],
+                type=payload["type"],
+                run_id=payload.get("runId"),
+                payload=payload,
+            )
+        )
+        position = end
+    if _skip(text, position, "]") != len(text):
+        raise ValueError(f"entry of events {ids[0]}..{ids[-1]} holds more events than ids")
+    return StoredEntry(ids, prev, events)
+
+
+def _skip(text: str, position: int, expected: str) -> int:
+    """The position after ``expected`` (whitespace around it skipped)."""
+    while position < len(text) and text[position] in _WHITESPACE:
+        position += 1
+    if text[position : position + 1] != expected:
+        raise ValueError(f"expected {expected!r} at {position} of a stored batch")
+    position += 1
+    while position < len(text) and text[position] in _WHITESPACE:
+        position += 1
+    return position

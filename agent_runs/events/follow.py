@@ -10,31 +10,19 @@ reader is too slow, the hub says so and PostgreSQL is read.
 """
 
 import asyncio
-import json
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass
-from typing import Any, NamedTuple, TypeVar
 
 from django.conf import settings
 
 from agent_runs.db import db_call
-from agent_runs.events.codec import TERMINAL_TYPES
+from agent_runs.events.codec import TERMINAL_TYPES, Event, StoredEntry
 from agent_runs.events.emitter import stream_key
 from agent_runs.events.hub import RESET, Subscription, stream_hub
 from agent_runs.selectors.events import EventStreamStart, events_after
 
-T = TypeVar("T")
-
-
-class Event(NamedTuple):
-    """One event of the journal: its id (the SSE id), its ordinal in its run (how a
-    protocol's translator numbers it, the same live and replayed) and its wire JSON."""
-
-    id: int
-    seq: int
-    payload: dict[str, Any]
-
+__all__ = ["Event", "thread_events"]
 
 _REPLAY_PAGE = 1000
 _IDLE_PERIODS_PER_CHECK = 4
@@ -53,14 +41,12 @@ class _Cursor:
 
     def take(self, batch: list[Event], event: Event) -> None:
         self.last_seen = event.id
-        payload = event.payload
-        kind = payload.get("type")
         if self.await_run_start:
-            if kind != "RUN_STARTED" or payload.get("runId") != self.run_id:
+            if event.type != "RUN_STARTED" or event.run_id != self.run_id:
                 return
             self.await_run_start = False
         batch.append(event)
-        if not self.follow and kind in TERMINAL_TYPES and payload.get("runId") == self.run_id:
+        if not self.follow and event.type in TERMINAL_TYPES and event.run_id == self.run_id:
             self.done = True
 
 
@@ -92,8 +78,8 @@ async def _replay(cursor: _Cursor) -> AsyncIterator[list[Event]]:
             events_after, thread_id=cursor.thread_id, after_id=cursor.last_seen, limit=_REPLAY_PAGE
         )
         batch: list[Event] = []
-        for row in rows:
-            cursor.take(batch, Event(*row))
+        for event_id, seq, kind, run_id, data in rows:
+            cursor.take(batch, Event(event_id, seq, data, type=kind, run_id=run_id))
             if cursor.done:
                 break
         if batch:
@@ -103,58 +89,68 @@ async def _replay(cursor: _Cursor) -> AsyncIterator[list[Event]]:
 
 
 async def _live(subscription: Subscription, cursor: _Cursor) -> AsyncIterator[list[Event]]:
-    """Events as Redis receives them; an empty batch (and now and then a look at
-    PostgreSQL) when idle."""
+    """Events as Redis receives them, everything the hub has handed on since the last look
+    in one batch; an empty batch (and now and then a look at PostgreSQL) when idle."""
     idle_periods = 0
+    queue = subscription.queue
     while not cursor.done:
-        try:
-            item = await asyncio.wait_for(
-                subscription.queue.get(), settings.AGENT_SSE_KEEPALIVE_SECONDS
-            )
-        except TimeoutError:
-            # Idle: now and then look in PostgreSQL for an event Redis never got (it was
-            # briefly down when the event was emitted).
-            idle_periods += 1
-            if idle_periods % _IDLE_PERIODS_PER_CHECK == 0:
-                seen_before = cursor.last_seen
-                async for batch in _replay(cursor):
-                    yield batch
-                if cursor.last_seen != seen_before:
-                    continue
-            yield []
-            continue
+        if queue.empty():
+            try:
+                async with asyncio.timeout(settings.AGENT_SSE_KEEPALIVE_SECONDS):
+                    items = [await queue.get()]
+            except TimeoutError:
+                # Idle: now and then look in PostgreSQL for an event Redis never got (it was
+                # briefly down when the event was emitted).
+                idle_periods += 1
+                if idle_periods % _IDLE_PERIODS_PER_CHECK == 0:
+                    seen_before = cursor.last_seen
+                    async for batch in _replay(cursor):
+                        yield batch
+                    if cursor.last_seen != seen_before:
+                        continue
+                yield []
+                continue
+        else:
+            items = []
+        while not queue.empty():
+            items.append(queue.get_nowait())
         idle_periods = 0
-        if item is RESET:
-            async for batch in _replay(cursor):
-                yield batch
-            continue
-        async for batch in _live_entries(item, cursor):
-            yield batch
+        pending: list[Event] = []
+        for item in items:
+            if cursor.done:
+                break
+            if item is RESET:
+                async for replayed in _replay(cursor):
+                    pending += replayed
+            else:
+                async for taken in _live_entries(item, cursor):
+                    pending += taken
+        if pending:
+            yield pending
+        del pending, items
 
 
-async def _live_entries(entries: Any, cursor: _Cursor) -> AsyncIterator[list[Event]]:
+async def _live_entries(entries: list[StoredEntry], cursor: _Cursor) -> AsyncIterator[list[Event]]:
     """The events of one read of the hub (entries of one thread's stream, each a batch of
     one run's events), with what Redis missed filled in from PostgreSQL."""
     batch: list[Event] = []
-    for _entry_id, fields in entries:
-        ids = [int(event_id) for event_id in fields[b"ids"].split(b",")]
-        if ids[-1] <= cursor.last_seen:
+    for entry in entries:
+        if entry.ids[-1] <= cursor.last_seen:
             continue  # already replayed
         # An entry written before entries carried ``seq`` (a worker of the previous
         # release) is read from PostgreSQL instead, like a gap.
-        if int(fields[b"prev"]) > cursor.last_seen or b"seq" not in fields:
+        if entry.prev > cursor.last_seen or entry.events is None:
             if batch:
                 yield batch
                 batch = []
             async for replayed in _replay(cursor):  # Redis missed events: fill the gap
                 yield replayed
-            if cursor.done or ids[-1] <= cursor.last_seen:
+            if cursor.done or entry.ids[-1] <= cursor.last_seen:
                 continue
-        first_seq = int(fields[b"seq"])
-        payloads = json.loads(fields[b"data"])
-        for offset, (event_id, payload) in enumerate(zip(ids, payloads, strict=True)):
-            if event_id > cursor.last_seen:
-                cursor.take(batch, Event(event_id, first_seq + offset, payload))
+        assert entry.events is not None  # a gap's replay reads everything committed
+        for event in entry.events:
+            if event.id > cursor.last_seen:
+                cursor.take(batch, event)
                 if cursor.done:
                     break
         if cursor.done:

@@ -7,6 +7,10 @@ wakes the blocked read through a private wake stream, so it is read from at once
 
 A subscriber whose queue overflows, or every subscriber when Redis fails, gets ``RESET``:
 it then catches up from PostgreSQL (the truth), and carries on with the live entries.
+
+Each entry is decoded once (``codec.stored_entry_read``), and its events are handed to every
+subscriber of its thread: a stream that frames them as stored sends their text as it is,
+a protocol that translates them reads their shared payloads.
 """
 
 import asyncio
@@ -17,6 +21,8 @@ from typing import Any
 import redis.asyncio as aioredis
 from django.conf import settings
 from redis.exceptions import RedisError
+
+from agent_runs.events.codec import StoredEntry, stored_entry_read
 
 logger = logging.getLogger(__name__)
 
@@ -115,8 +121,9 @@ class StreamHub:
                 if key not in self.positions:
                     continue  # its last subscriber left while we were reading
                 self.positions[key] = entries[-1][0].decode()
+                delivery = _entries_read(key, entries)
                 for subscription in list(self.subscribers.get(key, ())):
-                    subscription.deliver(entries)
+                    subscription.deliver(delivery)
 
     async def _reset_all(self) -> None:
         for subscribers in self.subscribers.values():
@@ -145,6 +152,18 @@ class StreamHub:
                 await pipe.execute()
         except RedisError:
             pass  # the read loop is failing too, and will reset
+
+
+def _entries_read(key: str, entries: list[Any]) -> list[StoredEntry] | object:
+    """A read's entries of one stream, decoded; ``RESET`` for one that cannot be (its
+    subscribers then read PostgreSQL)."""
+    try:
+        return [stored_entry_read(fields) for _entry_id, fields in entries]
+    except (AttributeError, KeyError, TypeError, ValueError):
+        logger.warning(
+            "unreadable entry in %s; streams catch up from PostgreSQL", key, exc_info=True
+        )
+        return RESET
 
 
 _hubs: dict[asyncio.AbstractEventLoop, StreamHub] = {}

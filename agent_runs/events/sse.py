@@ -3,10 +3,12 @@
 splits on)."""
 
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterable, Iterator
 from typing import Any
 
 from django.http import StreamingHttpResponse
+
+from agent_runs.events.codec import Event
 
 KEEP_ALIVE_FRAME = b": keep-alive\n\n"
 # No cache may keep a stream, and no proxy buffer it (nginx reads X-Accel-Buffering).
@@ -22,6 +24,15 @@ def sse_frame(event_id: int, payload: dict[str, Any]) -> bytes:
     """``id`` / ``event`` / ``data`` lines of one SSE event."""
     data = json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
     return f"id: {event_id}\nevent: {payload['type']}\ndata: {data}\n\n".encode()
+
+
+def sse_frames_stored(events: Iterable[Event]) -> bytes:
+    """The frames of journal events sent as stored: each ``data`` line is the event's JSON
+    text as the journal gave it (Redis holds it as the writer encoded it; PostgreSQL gives
+    it back in its own spacing and key order), so nothing is decoded or encoded again."""
+    return "".join(
+        [f"id: {event.id}\nevent: {event.type}\ndata: {event.data}\n\n" for event in events]
+    ).encode()
 
 
 def retry_frame(milliseconds: int) -> bytes:

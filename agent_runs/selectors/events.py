@@ -96,14 +96,28 @@ def run_event_payloads(*, run: Run) -> list[dict[str, Any]]:
     return list(RunEvent.objects.filter(run=run).order_by("seq").values_list("payload", flat=True))
 
 
-def events_after(*, thread_id: uuid.UUID, after_id: int, limit: int) -> list[tuple[int, int, Any]]:
+def events_after(
+    *, thread_id: uuid.UUID, after_id: int, limit: int
+) -> list[tuple[int, int, str, str | None, str]]:
     """The thread's committed events after ``after_id``, in order, at most ``limit``: each
-    its id, its ordinal in its run and its wire JSON."""
-    return list(
-        RunEvent.objects.filter(thread_id=thread_id, pk__gt=after_id)
-        .order_by("pk")
-        .values_list("pk", "seq", "payload")[:limit]
-    )
+    its id, its ordinal in its run, its type, its runId and its wire JSON as the database
+    gives it back as text (a stream that frames it sends it as it is; one that translates it
+    decodes it, as the database driver would have). SQL written out, as the stream's start:
+    every stream reads a page when it opens."""
+    thread = Thread._meta.pk.get_db_prep_value(thread_id, connection)
+    with connection.cursor() as cursor:
+        cursor.execute(_EVENTS_AFTER_SQL, [thread, after_id, limit])
+        return cursor.fetchall()
+
+
+# The (thread, id) index. ``->>`` and ``CAST`` read the stored JSON in PostgreSQL and SQLite.
+_EVENTS_AFTER_SQL = f"""
+SELECT id, seq, type, payload ->> 'runId', CAST(payload AS text)
+  FROM {RunEvent._meta.db_table}
+ WHERE thread_id = %s AND id > %s
+ ORDER BY id
+ LIMIT %s
+"""
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from channels.generic.http import AsyncHttpConsumer
 
 from agent_runs.db import db_call
 from agent_runs.events.follow import Event, thread_events
-from agent_runs.events.sse import KEEP_ALIVE_FRAME, retry_frame, sse_frame
+from agent_runs.events.sse import KEEP_ALIVE_FRAME, retry_frame, sse_frame, sse_frames_stored
 from agent_runs.models import Run
 from agent_runs.protocols.agui.errors import NOT_AUTHENTICATED, error_parts
 from agent_runs.protocols.agui.parsing import parse_event_cursor, run_id_or_404
@@ -36,26 +36,28 @@ _TRUE = ("1", "true", "yes")
 Translate = Callable[[dict[str, Any]], dict[str, Any]]
 
 
-def as_stored(payload: dict[str, Any]) -> dict[str, Any]:
-    """Events in the spec's shape, as the journal holds them."""
-    return payload
-
-
 async def sse_body(
-    batches: AsyncIterator[list[Event]], translate: Translate = as_stored
+    batches: AsyncIterator[list[Event]], translate: Translate | None = None
 ) -> AsyncIterator[bytes]:
     """The SSE body of a stream of event batches: the client's reconnect delay, then one
     chunk per batch (a keep-alive comment for an empty one), each event framed with its
-    journal id."""
+    journal id. Without ``translate`` (the spec's shape) each event is sent as stored."""
     yield retry_frame(_RETRY_MS)
     async for batch in batches:
-        frames = b"".join(sse_frame(e.id, translate(e.payload)) for e in batch)
+        if translate is None:
+            frames = sse_frames_stored(batch)
+        else:
+            frames = b"".join([sse_frame(e.id, translate(e.payload)) for e in batch])
         yield frames or KEEP_ALIVE_FRAME
         del batch, frames  # not kept while the stream waits for the next
 
 
 async def run_event_stream(
-    *, run: Run, start: EventStreamStart, cancel_on_disconnect: bool, translate: Translate
+    *,
+    run: Run,
+    start: EventStreamStart,
+    cancel_on_disconnect: bool,
+    translate: Translate | None,
 ) -> AsyncIterator[bytes]:
     """The SSE body answering a run's POST (AG-UI single-request mode): the run's events
     from its ``RUN_STARTED`` (keep-alives while it is queued) to its terminal event. When the

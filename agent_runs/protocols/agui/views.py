@@ -27,7 +27,7 @@ from agent_runs.protocols.agui.parsing import (
     thread_id_or_404,
 )
 from agent_runs.protocols.agui.schemas import task_accepted_response
-from agent_runs.protocols.agui.stream import as_stored, run_event_stream
+from agent_runs.protocols.agui.stream import run_event_stream
 from agent_runs.selectors.events import event_stream_start
 from agent_runs.selectors.runs import run_get_for_user, thread_get_for_user
 from agent_runs.services.lifecycle import run_cancel
@@ -84,7 +84,7 @@ class _RunStartApi(APIView):
             run=run,
             start=start,
             cancel_on_disconnect=cancel_on_disconnect,
-            translate=agui_client_event if self.client_form else as_stored,
+            translate=agui_client_event if self.client_form else None,
         )
         return sse_response(events)
 

@@ -2,6 +2,7 @@
 same whether it was replayed from PostgreSQL or read live from Redis."""
 
 import asyncio
+import json
 import threading
 import time
 from typing import Any
@@ -53,7 +54,9 @@ def test_a_replay_and_the_live_stream_number_each_event_alike(alice, redis_queue
     reader.join(timeout=10)
 
     stored: list[tuple[Any, ...]] = list(
-        RunEvent.objects.filter(run=run).order_by("id").values_list("id", "seq", "type")
+        RunEvent.objects.filter(run=run).order_by("id").values_list("id", "seq", "type", "payload")
     )
-    assert [(e.id, e.seq, e.payload["type"]) for e in received] == stored
-    assert [seq for _id, seq, _type in stored] == [0, 1, 2, 3, 4, 5]
+    # Replayed or live, an event's text is its stored JSON (framed by AG-UI as it is).
+    assert [(e.id, e.seq, e.type, json.loads(e.data)) for e in received] == stored
+    assert [(e.id, e.seq, e.payload["type"], e.payload) for e in received] == stored
+    assert [seq for _id, seq, _type, _payload in stored] == [0, 1, 2, 3, 4, 5]
