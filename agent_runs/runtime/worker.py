@@ -32,7 +32,6 @@ import inspect
 import logging
 import os
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 from http.server import ThreadingHTTPServer
 from typing import Any
@@ -64,7 +63,6 @@ from agent_runs.services.workers import worker_beat, worker_beat_end, worker_bea
 
 logger = logging.getLogger(__name__)
 
-_RECHECK_AFTER_IDLE_SECONDS = 5.0
 # The rows of workers that died without a clean stop are deleted after this long.
 _DEAD_WORKER_ROWS_KEPT = datetime.timedelta(days=1)
 _STOP_COMMANDS = {"stop-job", "stop-execution"}
@@ -84,7 +82,6 @@ class RunWorker(SimpleWorker):
         kwargs.setdefault("job_monitoring_interval", settings.AGENT_RUN_HEARTBEAT_SECONDS)
         super().__init__(*args, **kwargs)
         agentscope_tuning.apply()
-        self._last_job_ended = 0.0
         self._burst = False
         self._host = RunHost(
             concurrency=settings.WORKER_CONCURRENCY, db_threads=settings.WORKER_DB_THREADS
@@ -133,8 +130,10 @@ class RunWorker(SimpleWorker):
             self._host.close()
 
     def teardown(self) -> None:
-        self._release_held()  # while RQ's commands still reach the jobs held
-        super().teardown()
+        try:
+            self._release_held()  # while RQ's commands still reach the jobs held
+        finally:
+            super().teardown()  # a cold stop too leaves RQ's registry of workers
 
     def _release_held(self) -> None:
         """The worker stops: let the jobs it holds finish (a warm stop); at a second signal
@@ -163,6 +162,10 @@ class RunWorker(SimpleWorker):
             if self._stop_requested:
                 raise StopRequested()
             self.heartbeat()
+            # A worker full of long runs still sweeps: a dead worker's runs are not left
+            # running for as long as these take.
+            if self.should_run_maintenance_tasks:
+                self.run_maintenance_tasks()
         while True:
             result = super().dequeue_job_and_maintain_ttl(timeout, max_idle_time)
             if result is not None or not self._burst or not self._host.count():
@@ -170,17 +173,21 @@ class RunWorker(SimpleWorker):
             self._host.wait_for_change(timeout=1.0)
 
     def execute_job(self, job: Job, queue: Queue) -> None:
-        """Register the job with RQ as started and hand it to the loop (it returns at once:
-        RQ's loop takes the next job while this one runs)."""
-        if time.monotonic() - self._last_job_ended > _RECHECK_AFTER_IDLE_SECONDS:
-            # After a quiet spell, a connection the database may have closed (a restart, an
-            # idle timeout) is given back, and the pool hands out a checked one.
-            self._host.db_executor.submit(close_old_connections)
-        execution = self.prepare_execution(job)
-        self.prepare_job_execution(job, remove_from_intermediate_queue=len(self.queues) == 1)
+        """Hand the job to the loop, and register it with RQ as started on the finishing
+        thread, before it is told how the job ended (this returns at once: RQ's loop takes
+        the next job while this one runs, and the run does not wait for RQ's bookkeeping)."""
         job.started_at = now()
-        held = HeldJob(job_id=job.id, timeout=job.timeout or None, payload=(job, queue, execution))
+        held = HeldJob(job_id=job.id, timeout=job.timeout or None, payload=[job, queue, None])
+        self._finisher.submit(self._register, held)
         self._host.submit(held, lambda: self._perform(job), self._ended)
+
+    def _register(self, held: HeldJob) -> None:
+        job = held.payload[0]
+        try:
+            held.payload[2] = self.prepare_execution(job)
+            self.prepare_job_execution(job, remove_from_intermediate_queue=len(self.queues) == 1)
+        except Exception:  # RQ's bookkeeping of one job must not stop the job or the others
+            logger.exception("job %s: its start was not recorded in RQ", job.id)
 
     async def _perform(self, job: Job) -> Any:
         """The job's work: a coroutine function (a run) on the loop, anything else on a
@@ -202,7 +209,6 @@ class RunWorker(SimpleWorker):
 
     def _finish(self, held: HeldJob, result: Any, error: BaseException | None) -> None:
         job, queue, execution = held.payload
-        self._last_job_ended = time.monotonic()
         try:
             if error is None:
                 self._finalize_success(job, queue, execution, result)
@@ -223,6 +229,8 @@ class RunWorker(SimpleWorker):
         while not stopped.wait(self.job_monitoring_interval):
             held = self._host.held()
             for job in held:
+                if job.payload[2] is None:
+                    continue  # not registered with RQ yet
                 try:
                     self.maintain_heartbeats(job.payload[0], job.payload[2])
                 except Exception:  # a Redis hiccup: the next beat tries again

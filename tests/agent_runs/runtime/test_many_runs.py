@@ -449,11 +449,6 @@ def test_a_killed_workers_runs_fail_as_worker_lost_and_the_survivors_runs_comple
     assert count_running(run_ids) == 0
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="RunWorker.dequeue_job_and_maintain_ttl: a worker whose slots are all taken waits "
-    "for one without running RQ's maintenance, so it sweeps only once one of its runs ends",
-)
 def test_a_surviving_worker_with_every_slot_taken_still_sweeps_a_killed_workers_runs(
     alice, redis_queue, model
 ):
@@ -533,11 +528,6 @@ def test_a_warm_stop_finishes_the_held_runs_and_a_second_signal_fails_them(
     wait_for(lambda: len(model.abandoned) == 4, 5)  # their model calls were closed
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="RunWorker.teardown: the cold stop's SystemExit from _release_held skips RQ's "
-    "teardown (register_death), so RQ lists the stopped worker as busy until its key expires",
-)
 def test_a_worker_stopped_cold_leaves_rqs_worker_registry(alice, redis_queue, model):
     model.delay = 30
     worker = model_worker(model, app="many-cold-registry", WORKER_CONCURRENCY="4")
