@@ -83,6 +83,7 @@ class RunWorker(SimpleWorker):
         super().__init__(*args, **kwargs)
         agentscope_tuning.apply()
         self._burst = False
+        self._waiting = False
         self._host = RunHost(
             concurrency=settings.WORKER_CONCURRENCY, db_threads=settings.WORKER_DB_THREADS
         )
@@ -129,6 +130,16 @@ class RunWorker(SimpleWorker):
             self._host.run(close_event_connection())
             self._host.close()
 
+    def _shutdown(self) -> None:
+        """A warm stop (SIGTERM, SIGINT): no more jobs are taken. RQ's own stops at once only
+        when its worker looks idle, which says nothing here (jobs start and end on other
+        threads): while the main thread waits for a slot or a job, the wait ends now; the
+        held jobs are let finish (``teardown``)."""
+        self._stop_requested = True
+        self.set_shutdown_requested_date()
+        if self._waiting:
+            raise StopRequested()
+
     def teardown(self) -> None:
         try:
             self._release_held()  # while RQ's commands still reach the jobs held
@@ -158,6 +169,13 @@ class RunWorker(SimpleWorker):
     ) -> tuple[Job, Queue] | None:
         """Wait for a free slot, then for a job. In burst mode an empty queue ends the
         work only once no job is held (a held job may enqueue the next run of its thread)."""
+        self._waiting = True  # a stop signal now ends the wait (``_shutdown``)
+        try:
+            return self._dequeue(timeout, max_idle_time)
+        finally:
+            self._waiting = False
+
+    def _dequeue(self, timeout: int | None, max_idle_time: int | None) -> tuple[Job, Queue] | None:
         while not self._host.wait_for_slot(timeout=1.0):
             if self._stop_requested:
                 raise StopRequested()
