@@ -47,6 +47,8 @@ from agentscope.model import ChatModelBase, ChatResponse, ChatUsage
 from agentscope.tool import ToolChoice
 from pydantic import BaseModel
 
+from agent_runs.runtime.provider_transport import provider_transport
+
 _TOOL_CHOICE_MODES = frozenset({"auto", "none", "required"})
 
 
@@ -173,9 +175,11 @@ def http_client(base_url: str) -> httpx.AsyncClient:
             clients = _CLIENTS.setdefault(loop, {})
             client = clients.get(base_url)
             if client is None:
-                # No timeout here: each request carries AGENT_MODEL_TIMEOUT_SECONDS.
+                # No timeout here: each request carries AGENT_MODEL_TIMEOUT_SECONDS. Its
+                # connections acknowledge at once (agent_runs/runtime/provider_transport.py).
+                limits = httpx.Limits(max_connections=256)
                 client = clients[base_url] = httpx.AsyncClient(
-                    timeout=None, limits=httpx.Limits(max_connections=256)
+                    timeout=None, limits=limits, transport=provider_transport(limits=limits)
                 )
     return client
 
