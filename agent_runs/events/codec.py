@@ -7,7 +7,7 @@ snake_case business fields kept as they are, internal statistics never on the wi
 import json
 from typing import Any
 
-from ag_ui.core import BaseEvent, EventType
+from ag_ui.core import BaseEvent, EventType, TextMessageContentEvent
 
 # Backend-only statistics (spec section 3.4): never sent to clients.
 INTERNAL_FIELDS = frozenset({"inputTokens", "outputTokens", "cost", "latencyMs", "model"})
@@ -29,6 +29,15 @@ _SPEC_NAMES = {EventType.TOOL_CALL_RESULT.value: {"toolCallId": "tool_call_id"}}
 def encode_event(event: BaseEvent) -> dict[str, Any]:
     """The wire JSON of an event: the fields it was given (so a spec field set to ``null``,
     like ``RUN_ERROR.code``, stays), camelCase for the protocol's own fields."""
+    if type(event) in _PLAIN_EVENTS:
+        plain = _plain_payload(event)
+        if plain is not None:
+            return plain
+    return _serialised_payload(event)
+
+
+def _serialised_payload(event: BaseEvent) -> dict[str, Any]:
+    """``encode_event``'s answer for any event, from pydantic's serialiser."""
     payload: dict[str, Any] = {"type": event.type.value}
     payload.update(event.model_dump(mode="json", by_alias=True, exclude_unset=True))
     payload["type"] = event.type.value
@@ -40,6 +49,38 @@ def encode_event(event: BaseEvent) -> dict[str, Any]:
         if camel in payload:
             payload.setdefault(snake, payload[camel])
     return sanitise(payload)
+
+
+# Events sent once per token, whose fields pydantic serialises as they are when they hold
+# strings: their wire JSON is built here, as pydantic builds it, without its serialiser.
+_PLAIN_EVENTS: dict[type[BaseEvent], tuple[tuple[str, str], ...]] = {
+    event_type: tuple(
+        (name, field.alias or name) for name, field in event_type.model_fields.items()
+    )
+    for event_type in (TextMessageContentEvent,)
+}
+
+
+def _plain_payload(event: BaseEvent) -> dict[str, Any] | None:
+    """What the general way gives for an event whose fields given, and extra fields, are
+    all strings: ``type``, then the fields given in the class's order by their aliases, then
+    the extra fields in their order, internal statistics left out. ``None`` for any other
+    value (``None`` itself included), which the general way encodes."""
+    payload: dict[str, Any] = {"type": event.type.value}
+    given, values = event.model_fields_set, event.__dict__
+    for name, alias in _PLAIN_EVENTS[type(event)]:
+        if name in given and name != "type":
+            value = values[name]
+            if type(value) is not str:
+                return None
+            if alias not in INTERNAL_FIELDS:
+                payload[alias] = value
+    for key, value in (event.__pydantic_extra__ or {}).items():
+        if type(value) is not str:
+            return None
+        if key not in INTERNAL_FIELDS:
+            payload[key] = value
+    return payload
 
 
 def sanitise(payload: dict[str, Any]) -> dict[str, Any]:

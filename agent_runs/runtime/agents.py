@@ -5,9 +5,11 @@ the turn is handled and with which tools, the worker answers with a structured o
 import base64
 import logging
 from collections.abc import AsyncIterator, Callable, Sequence
+from copy import deepcopy
 from typing import Any, TypeVar
 
-from agentscope.agent import Agent, InjectionConfig, ReActConfig
+from agentscope.agent import Agent, ContextConfig, InjectionConfig, ReActConfig
+from agentscope.agent._config import SummarySchema
 from agentscope.exception import StructuredOutputError
 from agentscope.message import (
     AssistantMsg,
@@ -49,6 +51,9 @@ MEMORY_SYSTEM_PROMPT = (
 _ROUTES_WITHOUT_TOOLS = {"answer", "clarify"}
 _AGENT_OUTPUT_SCHEMA = AgentOutput.model_json_schema()
 _ROUTE_DECISION_SCHEMA = RouteDecision.model_json_schema()
+# AgentScope's default summary schema of context compression, which its ContextConfig
+# derives from the class each time one is made (about 0.2 ms an agent).
+_SUMMARY_SCHEMA = SummarySchema.model_json_schema()
 
 T = TypeVar("T")
 # Backend tools run without asking: without a permission AgentScope stops the reply to ask
@@ -172,6 +177,7 @@ def _agent(
         model=model,
         toolkit=Toolkit(tools=[FunctionTool(tool, permission=_ALLOWED) for tool in tools]),
         react_config=ReActConfig(max_iters=max_iters, structured_output_grace_iters=1),
+        context_config=ContextConfig(summary_schema=deepcopy(_SUMMARY_SCHEMA)),
         # Without this AgentScope appends a runtime-state hint block to every prompt.
         injection_config=InjectionConfig(inject_runtime_state=False),
     )

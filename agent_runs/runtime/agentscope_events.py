@@ -50,6 +50,12 @@ class RunMappingState:
 def map_agentscope_event(event: Any, state: RunMappingState) -> list[BaseEvent]:
     """The AG-UI events for one AgentScope event (often none)."""
     kind = getattr(event, "type", None)
+    if kind == AgentScopeEventType.TOOL_CALL_DELTA:  # most events: a piece of the answer
+        tool_call_id = str(getattr(event, "tool_call_id", "") or "")
+        if tool_call_id in state.structured_answers:
+            return _structured_delta(tool_call_id, event.delta or "", state)
+        state.tool_args[tool_call_id] = state.tool_args.get(tool_call_id, "") + (event.delta or "")
+        return []
     if kind == AgentScopeEventType.MODEL_CALL_START:
         state.narration = ""  # only the last call's text can stand in for an answer
         return []
@@ -63,8 +69,6 @@ def map_agentscope_event(event: Any, state: RunMappingState) -> list[BaseEvent]:
         state.structured_answers[tool_call_id] = StructuredAnswer()
         return []
     if tool_call_id in state.structured_answers:
-        if kind == AgentScopeEventType.TOOL_CALL_DELTA:
-            return _structured_delta(tool_call_id, event.delta or "", state)
         return []
     if kind == AgentScopeEventType.TOOL_CALL_START:
         state.tool_names[tool_call_id] = event.tool_call_name
@@ -80,9 +84,6 @@ def map_agentscope_event(event: Any, state: RunMappingState) -> list[BaseEvent]:
                 runId=state.run_id,
             )
         ]
-    if kind == AgentScopeEventType.TOOL_CALL_DELTA:
-        state.tool_args[tool_call_id] = state.tool_args.get(tool_call_id, "") + (event.delta or "")
-        return []
     if kind == AgentScopeEventType.TOOL_CALL_END:
         return _tool_call_end(tool_call_id, state)
     if kind == AgentScopeEventType.TOOL_RESULT_TEXT_DELTA:
@@ -110,6 +111,8 @@ def _structured_delta(tool_call_id: str, delta: str, state: RunMappingState) -> 
     new_text = answer.feed(delta)
     if len(state.structured_answers) > 1 or not new_text:
         return []  # a second attempt at the output: its answer is sent whole at the end
+    if state.text_started:
+        return [_text_content(new_text, state)]
     return [*_text_start(state), _text_content(new_text, state)]
 
 

@@ -1,12 +1,18 @@
 """Decoding the answer of the worker's structured output while its JSON arguments stream."""
 
 import json
+import re
+
+# What ends a plain run of the answer: its closing quote or an escape.
+_ANSWER_STOP = re.compile(r'["\\]')
 
 
 class StructuredAnswer:
     """The top-level ``answer`` string of the structured output's JSON arguments, decoded
-    as the pieces arrive, each character looked at once. Escapes split across pieces wait
-    for their end; an ``answer`` key nested in another value is not the answer."""
+    as the pieces arrive, each character looked at once: the answer's plain runs are cut
+    out whole (``re.search`` for its next quote or backslash), the JSON around it is read
+    character by character. Escapes split across pieces wait for their end; an ``answer``
+    key nested in another value is not the answer."""
 
     def __init__(self) -> None:
         self.text = ""
@@ -23,30 +29,40 @@ class StructuredAnswer:
     def feed(self, piece: str) -> str:
         """The answer text this piece adds."""
         added: list[str] = []
-        for char in piece:
-            if self._done:
-                break
+        position, end = 0, len(piece)
+        while position < end and not self._done:
             if self._capturing:
-                self._answer_char(char, added)
+                position = self._answer_run(piece, position, added)
             else:
-                self._structure_char(char)
-        new_text = "".join(added)
+                self._structure_char(piece[position])
+                position += 1
+        if not added:
+            return ""
+        new_text = added[0] if len(added) == 1 else "".join(added)
         self.text += new_text
         return new_text
 
-    def _answer_char(self, char: str, added: list[str]) -> None:
+    def _answer_run(self, piece: str, position: int, added: list[str]) -> int:
+        """Read the answer from ``position``: a plain run up to its next quote or escape,
+        or one character of an escape; the position after what was read."""
         if self._escape:
-            self._escape += char
-            if not self._escape_complete():
-                return
-            added.append(_decode_escape(self._escape))
-            self._escape = ""
-        elif char == "\\":
-            self._escape = char
-        elif char == '"':
+            self._escape += piece[position]
+            if self._escape_complete():
+                added.append(_decode_escape(self._escape))
+                self._escape = ""
+            return position + 1
+        stop = _ANSWER_STOP.search(piece, position)
+        if stop is None:
+            added.append(piece[position:])
+            return len(piece)
+        at = stop.start()
+        if at > position:
+            added.append(piece[position:at])
+        if piece[at] == '"':
             self._capturing, self._done = False, True
         else:
-            added.append(char)
+            self._escape = "\\"
+        return at + 1
 
     def _escape_complete(self) -> bool:
         escape = self._escape

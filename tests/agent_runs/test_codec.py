@@ -1,5 +1,7 @@
 """The AG-UI codec and the AgentScope mapping: pure, no database."""
 
+import json
+from random import Random
 from typing import Any
 
 import pytest
@@ -22,6 +24,7 @@ from agentscope.event import (
     ToolResultTextDeltaEvent,
 )
 
+from agent_runs.events import codec
 from agent_runs.events.codec import EventOrderError, EventSequence, encode_event
 from agent_runs.events.sse import sse_frame
 from agent_runs.runtime.agentscope_events import (
@@ -46,6 +49,37 @@ def test_the_codec_removes_internal_statistics_and_keeps_spec_nulls():
         "totalTokens": 7, **IDS,
     }  # fmt: skip
     assert encode_event(RunErrorEvent(message="boom", code=None, **IDS))["code"] is None
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"message_id": "m", "delta": "hi"},
+        {"messageId": "m", "delta": 'é \U0001f600 "q" \\ \n', **IDS},
+        {"delta": "x", "message_id": "m", "runId": "r-1", "threadId": "t-1", "stage": "worker"},
+        {"message_id": "m", "delta": "x", "model": "demo", "cost": "0.1", **IDS},  # internal
+        {"message_id": "m", "delta": "x", "timestamp": 1700000000000, **IDS},
+        {"message_id": "m", "delta": "x", "raw_event": {"a": [1, None]}, **IDS},
+        {"message_id": "m", "delta": "x", "metadata": None, **IDS},
+        {"message_id": "m", "delta": "x", "threadId": None, "runId": "r-1"},
+        {"message_id": "m", "delta": "x", "outputTokens": 4, "totalTokens": 7, **IDS},
+        {"type": "TEXT_MESSAGE_CONTENT", "message_id": "m", "delta": "x", **IDS},
+    ],
+)
+def test_a_text_message_content_event_encodes_as_pydantic_serialises_it(fields):
+    """Its wire JSON is built without pydantic's serialiser, and is the same text."""
+    event = TextMessageContentEvent(**fields)
+    expected = codec._serialised_payload(event)
+    assert json.dumps(encode_event(event)) == json.dumps(expected)
+    assert "model" not in expected and "cost" not in expected
+
+
+def test_a_token_event_as_the_mapping_makes_it_is_encoded_without_pydantic():
+    event = TextMessageContentEvent(message_id="m", delta="hi", **IDS)
+    assert codec._plain_payload(event) == {
+        "type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": "hi", **IDS,
+    }  # fmt: skip
+    assert codec._plain_payload(TextMessageContentEvent(message_id="m", delta="x", n=1)) is None
 
 
 def test_an_sse_frame_names_the_event_by_its_type():
@@ -191,9 +225,10 @@ def test_each_character_of_the_arguments_is_looked_at_once():
     looked_at = []
 
     class Counting(StructuredAnswer):
-        def _answer_char(self, char, added):
-            looked_at.append(char)
-            super()._answer_char(char, added)
+        def _answer_run(self, piece, position, added):
+            after = super()._answer_run(piece, position, added)
+            looked_at.append(piece[position:after])
+            return after
 
         def _structure_char(self, char):
             looked_at.append(char)
@@ -204,7 +239,23 @@ def test_each_character_of_the_arguments_is_looked_at_once():
     for i in range(0, len(raw), 4):
         answer.feed(raw[i : i + 4])
     assert answer.text == "ab\n" * 2_000
-    assert len(looked_at) == len(raw) - 1  # all but the closing brace, after the answer
+    assert "".join(looked_at) == raw[:-1]  # all but the closing brace, after the answer
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_the_streamed_answer_is_the_answer_json_decodes_however_it_is_cut(seed):
+    random = Random(seed)
+    alphabet = ["a", " ", "é", "\U0001f600", '"', "\\", "\n", "\t", "/", "\u2028", "\x01"]
+    text = "".join(random.choice(alphabet) for _ in range(random.randint(0, 60)))
+    other = {"key_points": [text[:5], "answer"], "ui_hints": {"answer": text[::-1]}}
+    document = {**dict(random.sample(sorted(other.items()), random.randint(0, 2))), "answer": text}
+    raw = json.dumps({**document, "status": "success"}, ensure_ascii=random.random() < 0.5)
+    answer, added, position = StructuredAnswer(), [], 0
+    while position < len(raw):
+        size = random.randint(1, 7)
+        added.append(answer.feed(raw[position : position + size]))
+        position += size
+    assert "".join(added) == answer.text == text
 
 
 def mapped_answer(answer, state):
