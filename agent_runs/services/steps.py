@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db import connection, transaction
+from django.db.models import Field
 from django.utils import timezone
 
 from agent_runs.errors import RunNoLongerRunning, StepNotEditable, StepTransitionInvalid
@@ -64,7 +65,7 @@ def agent_step_start(*, run: Run, claim_token: uuid.UUID, stage: str, input: Any
             step.save(force_insert=True)
         return
     fields = Step._meta.concrete_fields
-    columns = ", ".join(connection.ops.quote_name(field.column) for field in fields)
+    columns = ", ".join(connection.ops.quote_name(_column(field)) for field in fields)
     values = [field.get_db_prep_save(getattr(step, field.attname), connection) for field in fields]
     sql = (
         f"INSERT INTO {Step._meta.db_table} ({columns}) "
@@ -74,6 +75,16 @@ def agent_step_start(*, run: Run, claim_token: uuid.UUID, stage: str, input: Any
         cursor.execute(sql, [*values, run.pk, claim_token, Run.Status.RUNNING.value])
         if cursor.fetchone() is None:
             raise RunNoLongerRunning(run.pk)
+
+
+def _concrete(field: Any) -> "Field[Any, Any]":
+    assert isinstance(field, Field), field
+    return field
+
+
+def _column(field: "Field[Any, Any]") -> str:
+    assert field.column is not None, field
+    return field.column
 
 
 # The fence of a job's one-statement writes: the run is still running under its claim, its
@@ -109,8 +120,8 @@ def agent_step_finish(
             control = _lock_claimed(run=run, claim_token=claim_token)
             Step.objects.filter(pk=step_id).update(**changes)
         return control
-    fields = [Step._meta.get_field(name) for name in changes]
-    sets = ", ".join(f"{connection.ops.quote_name(field.column)} = %s" for field in fields)
+    fields = [_concrete(Step._meta.get_field(name)) for name in changes]
+    sets = ", ".join(f"{connection.ops.quote_name(_column(field))} = %s" for field in fields)
     values = [
         field.get_db_prep_save(value, connection)
         for field, value in zip(fields, changes.values(), strict=True)
