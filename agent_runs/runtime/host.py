@@ -64,6 +64,7 @@ class HeldJob:
     task: "asyncio.Task[Any] | None" = None
     claim: Claim | None = None
     ending: Ending | None = None
+    timer: asyncio.TimerHandle | None = None
     started: float = field(default_factory=time.monotonic)
 
 
@@ -193,7 +194,9 @@ class RunHost:
             if held.ending is not None:  # stopped before it began
                 task.cancel()
             elif held.timeout is not None and held.timeout > 0:
-                self.loop.call_later(held.timeout, self._time_up, held)
+                # Cancelled when the job ends: a timer left to fire would keep the job (and
+                # RQ's objects with it) for the whole timeout, thousands of them under load.
+                held.timer = self.loop.call_later(held.timeout, self._time_up, held)
             task.add_done_callback(lambda finished: self._ended(held, finished, done))
 
         self.loop.call_soon_threadsafe(begin)
@@ -204,6 +207,8 @@ class RunHost:
         task: "asyncio.Future[Any]",
         done: Callable[[HeldJob, "asyncio.Future[Any]"], None],
     ) -> None:
+        if held.timer is not None:
+            held.timer.cancel()
         try:
             done(held, task)
         finally:
