@@ -48,8 +48,8 @@ INSTALLED_APPS = [
     "rest_framework",
     "drf_spectacular",
     "drf_spectacular_sidecar",  # Swagger UI and Redoc as static files: the docs work offline
+    "agent_runs",  # before django_rq: its rqworker command is the one that runs
     "django_rq",
-    "agent_runs",
     "history",
     "attachments",
     "billing",

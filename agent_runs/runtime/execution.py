@@ -10,7 +10,6 @@ import uuid
 from functools import partial
 from typing import TypeVar
 
-import openai
 from ag_ui.core import CustomEvent, RunFinishedEvent, RunStartedEvent
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
@@ -40,6 +39,7 @@ from agent_runs.runtime.host import (
     db_retried,
     with_reconnect,
 )
+from agent_runs.runtime.openai_compatible import ProviderError
 from agent_runs.runtime.output import AgentOutput, RouteDecision
 from agent_runs.runtime.stages import RunTurn, memory_stage, router_stage, worker_stage
 from agent_runs.selectors.context import user_memory_notes
@@ -318,7 +318,7 @@ def error_code(exc: BaseException) -> str:
 
 _ERROR_CODES: tuple[tuple[type[BaseException], str], ...] = (
     (JobTimeoutException, "timeout"),
-    (openai.APIError, "model_error"),
+    (ProviderError, "model_error"),
     (ImproperlyConfigured, "configuration_error"),
     (DatabaseError, "database_error"),
 )

@@ -10,9 +10,10 @@ pydantic object per chunk. What the SDK cost per call is gone too: a client (a c
 pool, its TLS context) is made once per provider base URL and event loop, the endpoint (URL,
 headers, credential) once per provider configuration.
 
-Errors are the SDK's exception classes, so callers and AgentScope's retries (of
-``APIConnectionError``, ``APITimeoutError``, ``RateLimitError`` and ``InternalServerError``,
-raised before any chunk) treat them as before. Everything a call keeps while it streams is
+Errors are this module's ``ProviderError`` classes, shaped as the SDK's (a connection error,
+a timeout, a status error per status the SDK names); AgentScope retries a connection error,
+a timeout, a 429 and a 5xx raised before any chunk, as it retries the SDK's. Not importing
+the SDK keeps about 22 MiB out of each worker process. Everything a call keeps while it streams is
 in its own ``ChunkStream``: calls on one loop share nothing mutable but the pool.
 """
 
@@ -28,7 +29,6 @@ from functools import lru_cache
 from typing import Any
 
 import httpx
-import openai
 from agentscope._utils._common import _flatten_json_schema, _generate_id
 from agentscope.credential import (
     CredentialBase,
@@ -50,6 +50,64 @@ from pydantic import BaseModel
 from agent_runs.runtime.provider_transport import provider_transport
 
 _TOOL_CHOICE_MODES = frozenset({"auto", "none", "required"})
+
+
+class ProviderError(Exception):
+    """A model call failed at the provider: ``body`` is the error object it sent, if any."""
+
+    def __init__(self, message: str, *, body: Any = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.body = body
+
+
+class ProviderConnectionError(ProviderError):
+    """The request got no (whole) answer."""
+
+
+class ProviderTimeoutError(ProviderConnectionError):
+    def __init__(self) -> None:
+        super().__init__("Request timed out.")
+
+
+class ProviderStatusError(ProviderError):
+    """The provider answered 4xx or 5xx."""
+
+    def __init__(self, message: str, *, status_code: int, body: Any = None) -> None:
+        super().__init__(message, body=body)
+        self.status_code = status_code
+
+
+class BadRequestError(ProviderStatusError):
+    """400: the request is wrong, retrying it is useless."""
+
+
+class AuthenticationError(ProviderStatusError):
+    """401."""
+
+
+class PermissionDeniedError(ProviderStatusError):
+    """403."""
+
+
+class NotFoundError(ProviderStatusError):
+    """404."""
+
+
+class ConflictError(ProviderStatusError):
+    """409."""
+
+
+class UnprocessableEntityError(ProviderStatusError):
+    """422."""
+
+
+class RateLimitError(ProviderStatusError):
+    """429: retried."""
+
+
+class InternalServerError(ProviderStatusError):
+    """5xx: retried."""
 
 
 @dataclass(frozen=True)
@@ -216,16 +274,11 @@ class OpenAICompatibleChatModel(ChatModelBase):
 
     @classmethod
     def _get_retryable_exceptions(cls) -> tuple[type[Exception], ...]:
-        return (
-            openai.APIConnectionError,
-            openai.APITimeoutError,
-            openai.RateLimitError,
-            openai.InternalServerError,
-        )
+        return (ProviderConnectionError, RateLimitError, InternalServerError)
 
     @classmethod
     def _get_structured_output_fallback_exceptions(cls) -> tuple[type[Exception], ...]:
-        return (openai.BadRequestError,)
+        return (BadRequestError,)
 
     def _get_disable_thinking_kwargs(self) -> dict[str, Any]:
         return self.dialect.disable_thinking_kwargs
@@ -257,7 +310,7 @@ class OpenAICompatibleChatModel(ChatModelBase):
         try:
             response = await client.send(request, stream=True)
         except httpx.TransportError as exc:
-            raise _transport_error(exc, request) from exc
+            raise _transport_error(exc) from exc
         if response.status_code >= 400:
             raise await _status_error(response)
         return ChunkStream(self, response, started)
@@ -321,16 +374,14 @@ def _flattened(tool: dict[str, Any]) -> dict[str, Any]:
     return tool if flat is parameters else {**tool, "function": {**function, "parameters": flat}}
 
 
-def _transport_error(exc: httpx.TransportError, request: httpx.Request) -> openai.APIError:
-    """The SDK's error for a request that got no (whole) answer. The SDK's requests are
-    httpx2's; these are httpx's, with the attributes its errors read."""
-    sdk_request: Any = request
+def _transport_error(exc: httpx.TransportError) -> ProviderConnectionError:
+    """The error of a request that got no (whole) answer."""
     if isinstance(exc, httpx.TimeoutException):
-        return openai.APITimeoutError(request=sdk_request)
-    return openai.APIConnectionError(message=str(exc) or "Connection error.", request=sdk_request)
+        return ProviderTimeoutError()
+    return ProviderConnectionError(str(exc) or "Connection error.")
 
 
-async def _status_error(response: httpx.Response) -> openai.APIStatusError:
+async def _status_error(response: httpx.Response) -> ProviderStatusError:
     """The SDK's error for a 4xx/5xx answer (its ``_make_status_error``)."""
     try:
         raw = await response.aread()
@@ -345,19 +396,18 @@ async def _status_error(response: httpx.Response) -> openai.APIStatusError:
     status = response.status_code
     kind = _STATUS_ERRORS.get(status)
     if kind is None:
-        kind = openai.InternalServerError if status >= 500 else openai.APIStatusError
-    sdk_response: Any = response  # as in _transport_error
-    return kind(message, response=sdk_response, body=data)
+        kind = InternalServerError if status >= 500 else ProviderStatusError
+    return kind(message, status_code=status, body=data)
 
 
-_STATUS_ERRORS: dict[int, type[openai.APIStatusError]] = {
-    400: openai.BadRequestError,
-    401: openai.AuthenticationError,
-    403: openai.PermissionDeniedError,
-    404: openai.NotFoundError,
-    409: openai.ConflictError,
-    422: openai.UnprocessableEntityError,
-    429: openai.RateLimitError,
+_STATUS_ERRORS: dict[int, type[ProviderStatusError]] = {
+    400: BadRequestError,
+    401: AuthenticationError,
+    403: PermissionDeniedError,
+    404: NotFoundError,
+    409: ConflictError,
+    422: UnprocessableEntityError,
+    429: RateLimitError,
 }
 
 
@@ -404,18 +454,18 @@ class ChunkStream:
                     if line.startswith(b"data:"):
                         data.append(line[5:].strip())
                     elif data and not line.strip():  # a blank line ends an event
-                        chunk = parse(_event_json(data, self._response))
+                        chunk = parse(_event_json(data))
                         data = []
                         if chunk is not None:
                             yield chunk
             if pending.startswith(b"data:"):
                 data.append(pending[5:].strip())
             if data:  # the last event, without its blank line
-                chunk = parse(_event_json(data, self._response))
+                chunk = parse(_event_json(data))
                 if chunk is not None:
                     yield chunk
         except httpx.TransportError as exc:
-            raise _transport_error(exc, self._response.request) from exc
+            raise _transport_error(exc) from exc
         finally:
             self._usage = parse.usage
             await self._end()
@@ -424,9 +474,9 @@ class ChunkStream:
 _DONE = object()
 
 
-def _event_json(data: list[bytes], response: httpx.Response) -> Any:
-    """One event's JSON (or ``_DONE``); an error the provider streams is raised as the SDK
-    raises it."""
+def _event_json(data: list[bytes]) -> Any:
+    """One event's JSON (or ``_DONE``); an error the provider streams is raised (as the SDK
+    raises it)."""
     payload = data[0] if len(data) == 1 else b"\n".join(data)
     if payload == b"[DONE]":
         return _DONE
@@ -434,18 +484,12 @@ def _event_json(data: list[bytes], response: httpx.Response) -> Any:
         event = json.loads(payload)
     except ValueError as exc:
         unparsed = f"could not parse a streamed chunk: {payload[:200]!r}"
-        raise openai.APIError(unparsed, _sdk_request(response), body=None) from exc
+        raise ProviderError(unparsed) from exc
     if isinstance(event, dict) and event.get("error") and not event.get("choices"):
         error = event["error"]
         message = error.get("message") if isinstance(error, dict) else str(error)
-        raise openai.APIError(
-            message or "An error occurred during streaming", _sdk_request(response), body=error
-        )
+        raise ProviderError(message or "An error occurred during streaming", body=error)
     return event
-
-
-def _sdk_request(response: httpx.Response) -> Any:
-    return response.request  # as in _transport_error
 
 
 class _StreamParser:

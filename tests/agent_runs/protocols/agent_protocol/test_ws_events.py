@@ -50,23 +50,39 @@ class TaskSocket:
     def send(self, **message: Any) -> None:
         self.ws.send(json.dumps(message))
 
-    def next(self) -> dict[str, Any]:
+    def next(self, deadline: float | None = None) -> dict[str, Any]:
+        """The next frame but keep-alive pings (which never outlast ``deadline``)."""
         while True:
             frame: dict[str, Any] = json.loads(self.ws.recv())
             if frame["type"] != "ping":
                 return frame
             self.pings += 1
+            assert deadline is None or time.monotonic() < deadline, "only keep-alives came"
 
     def until(
         self, done: Callable[[dict[str, Any]], bool], seconds: float = 60
     ) -> list[dict[str, Any]]:
-        """Frames up to and including the first for which ``done`` holds (keep-alive pings
-        never end the wait: a deadline does)."""
+        """Frames up to and including the first for which ``done`` holds, within
+        ``seconds``."""
         deadline = time.monotonic() + seconds
-        frames = [self.next()]
+        frames = [self.next(deadline)]
         while not done(frames[-1]):
             assert time.monotonic() < deadline, f"no such frame within {seconds} s: {frames}"
-            frames.append(self.next())
+            frames.append(self.next(deadline))
+        return frames
+
+    def until_all(self, *done: Callable[[dict[str, Any]], bool]) -> list[dict[str, Any]]:
+        """Frames up to and including the last of the first frames for which each of
+        ``done`` holds, whatever their order."""
+        pending = list(done)
+
+        def awaited(frame: dict[str, Any]) -> bool:
+            return any(check(frame) for check in pending)
+
+        frames: list[dict[str, Any]] = []
+        while pending:
+            frames += self.until(awaited)
+            pending[:] = [check for check in pending if not check(frames[-1])]
         return frames
 
     def subscribe(self, task_id: str, **extra: Any) -> None:
@@ -327,13 +343,6 @@ def test_a_client_that_resubscribes_with_its_last_event_id_gets_every_event_once
     assert third.until(completed(task_id)) == after
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="known, open: run after the other tests of this module, with both tasks' runs "
-    "finished within ~150 ms of the subscriptions (the concurrent worker), the socket gets "
-    "keep-alives but neither task's frames, though the events are in PostgreSQL and Redis; "
-    "alone it passes (see the session note)",
-)
 def test_one_socket_follows_two_tasks_and_an_unsubscribed_one_sends_nothing_more(
     alice, alice_token, redis_queue, attachment_root, connect
 ):
@@ -344,8 +353,7 @@ def test_one_socket_follows_two_tasks_and_an_unsubscribed_one_sends_nothing_more
     socket.subscribe(second_task)
     run_queued_jobs(redis_queue)
 
-    frames = socket.until(completed(first_task))
-    frames += socket.until(completed(second_task))
+    frames = socket.until_all(completed(first_task), completed(second_task))  # run at once
     by_task = {
         task: [frame for frame in frames if frame["task_id"] == task]
         for task in (first_task, second_task)

@@ -1,0 +1,35 @@
+"""``rqworker``: django-rq's command, lighter for a process that serves no HTTP.
+
+- Django's URL checks are left out: they import the URL configuration, that is every
+  protocol's views and the SDKs they build their frames with (the openai and a2a types,
+  drf-spectacular), about 28 MiB in each worker process for nothing. Every other check runs
+  as before.
+- The libraries AgentScope imports but the worker never calls are loaded only if used
+  (runtime/lazy_imports.py), about 36 MiB more: the worker's class, and with it the
+  pipeline and AgentScope, is imported before django-rq's command runs.
+
+``agent_runs`` comes before ``django_rq`` in ``INSTALLED_APPS``, so this is the command
+``manage.py rqworker`` runs.
+"""
+
+from typing import Any
+
+from django.conf import settings
+from django.core import checks
+from django.utils.module_loading import import_string
+from django_rq.management.commands.rqworker import Command as RQWorkerCommand
+
+from agent_runs.runtime import lazy_imports
+
+
+class Command(RQWorkerCommand):
+    def check(self, *args: Any, tags: Any = None, **kwargs: Any) -> None:
+        if tags is None:
+            tags = sorted(set(checks.registry.registry.tags_available()) - {checks.Tags.urls})
+        super().check(*args, tags=tags, **kwargs)
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        with lazy_imports.deferred(*lazy_imports.WORKER_UNUSED):
+            import_string(options.get("worker_class") or settings.RQ["WORKER_CLASS"])
+            import_string("agent_runs.runtime.jobs.run_execute_job")
+        super().handle(*args, **options)

@@ -1,0 +1,110 @@
+"""A worker process loads less (agent_runs/runtime/lazy_imports.py and the ``rqworker``
+command): what AgentScope imports but never calls is loaded only when used, and the URL
+configuration (every protocol's views and SDKs) not at all."""
+
+import importlib
+import importlib.util
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+
+from agent_runs.runtime import lazy_imports
+from tests.conftest import service_env
+
+
+def seen() -> list[str]:
+    imports: list[str] = getattr(sys, "probe_imports")  # noqa: B009 (mypy: set by the fixture)
+    return imports
+
+
+@pytest.fixture
+def probe_package(tmp_path, monkeypatch):
+    """A package whose import is seen: it appends to ``sys.probe_imports``."""
+    package = tmp_path / "deferred_probe"
+    package.mkdir()
+    (package / "__init__.py").write_text(
+        "import sys\nsys.probe_imports.append(__name__)\nclass Thing:\n    pass\n"
+    )
+    (package / "sub.py").write_text("import sys\nsys.probe_imports.append(__name__)\nVALUE = 7\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(sys, "probe_imports", [], raising=False)
+    yield "deferred_probe"
+    for name in ("deferred_probe", "deferred_probe.sub"):
+        sys.modules.pop(name, None)
+
+
+def test_a_deferred_module_is_imported_at_its_first_use_and_then_is_the_real_one(probe_package):
+    with lazy_imports.deferred(probe_package):
+        stand_in = importlib.import_module(probe_package)
+        again = importlib.import_module(probe_package)  # a second import loads nothing
+        assert importlib.util.find_spec(probe_package) is not None
+    assert seen() == []
+    assert probe_package not in sys.modules  # unused: nobody else sees it
+
+    thing = stand_in.Thing
+    assert seen() == ["deferred_probe"]
+    real = sys.modules[probe_package]
+    assert real is not stand_in and thing is real.Thing and again.Thing is real.Thing
+    assert stand_in.Thing is thing
+    assert seen() == ["deferred_probe"]  # once
+
+
+def test_importing_a_submodule_of_a_deferred_package_imports_the_package(probe_package):
+    with lazy_imports.deferred(probe_package):
+        sub = importlib.import_module(f"{probe_package}.sub")
+    assert sub.VALUE == 7
+    assert seen() == ["deferred_probe", "deferred_probe.sub"]
+
+
+def test_a_module_imported_already_or_missing_is_left_alone(probe_package):
+    loaded = importlib.import_module(probe_package)
+    with lazy_imports.deferred(probe_package, "no_such_module_anywhere"):
+        assert sys.modules[probe_package] is loaded
+    assert "no_such_module_anywhere" not in sys.modules
+
+
+PROBE = textwrap.dedent(
+    """
+    import json, sys
+    import django
+    django.setup()
+    from django.core.management import call_command
+    call_command("rqworker", sys.argv[1], burst=True, skip_checks=False)
+    from django.db import connection
+    with connection.cursor() as cursor:  # psycopg looks for numpy in sys.modules
+        cursor.execute("SELECT %s", [1])
+    loaded = {
+        name: name in sys.modules
+        for name in ("openai", "numpy", "agentscope", "agent_runs.protocols.openai_responses.views")
+    }
+    import openai  # used after all: the real module
+    loaded["openai_works"] = openai.APIError.__module__ == "openai"
+    print(json.dumps(loaded))
+    """
+)
+
+
+def test_the_worker_command_loads_neither_the_url_configuration_nor_what_agentscope_does_not_use():
+    env = service_env(REDIS_URL=settings.REDIS_URL, DJANGO_SETTINGS_MODULE="config.settings")
+    result = subprocess.run(
+        [sys.executable, "-c", PROBE, settings.AGENT_RUNS_QUEUE],
+        cwd=Path(settings.BASE_DIR),
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    loaded = json.loads(result.stdout.strip().splitlines()[-1])
+    assert loaded == {
+        "openai": False,
+        "numpy": False,
+        "agentscope": True,  # the worker's pipeline is imported
+        "agent_runs.protocols.openai_responses.views": False,
+        "openai_works": True,
+    }
