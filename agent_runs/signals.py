@@ -39,12 +39,14 @@ def run_status_transaction() -> AbstractContextManager[object]:
     return transaction.atomic() if run_status_heard() else nullcontext()
 
 
-def run_status_changed_send(*, run_pk: int, status: Run.Status) -> None:
+def run_status_changed_send(*, run_pk: int, status: Run.Status, run: Run | None = None) -> None:
     """Tell the receivers, if any, that the run now has ``status``. Call it inside the
-    transaction that made the change."""
+    transaction that made the change; ``run``: the run as it now is, with its thread, when
+    the caller has it (else it is read)."""
     if not run_status_heard():
         return
-    run = Run.objects.select_related("thread").get(pk=run_pk)
+    if run is None:
+        run = Run.objects.select_related("thread").get(pk=run_pk)
     run_status_changed.send(sender=Run, run=run, status=status)
 
 

@@ -43,9 +43,9 @@ from agent_runs.runtime.openai_compatible import ProviderError
 from agent_runs.runtime.output import AgentOutput, RouteDecision
 from agent_runs.runtime.stages import RunTurn, memory_stage, router_stage, worker_stage
 from agent_runs.selectors.context import user_memory_notes
-from agent_runs.selectors.runs import run_for_execution, run_status
+from agent_runs.selectors.runs import run_status
 from agent_runs.services.lifecycle import (
-    run_claim,
+    run_claim_and_load,
     run_complete,
     run_dispatch_next,
     run_fail,
@@ -85,14 +85,15 @@ async def run_execute(*, run_pk: int) -> None:
 
 
 def _run_start(run_pk: int, loop: asyncio.AbstractEventLoop) -> tuple[Run, RunEventEmitter] | None:
-    """Claim the run and, once claimed, load it with its emitter (one trip to a database
-    thread). A claim changes nothing unless it succeeds, and a read changes nothing, so each
-    is tried again on a new connection when the database cut the one it used (a restart, a
-    failover while the worker waited)."""
-    token = with_reconnect(partial(run_claim, run_pk=run_pk))
-    if token is None:
+    """Claim the run and, once claimed, load it with its emitter (one transaction, on one
+    trip to a database thread). The claim and the read commit together or not at all, so
+    they are tried again on a new connection when the database cut the one they used (a
+    restart, a failover while the worker waited)."""
+    claimed = with_reconnect(partial(run_claim_and_load, run_pk=run_pk))
+    if claimed is None:
         return None
-    run, last_event_id = with_reconnect(partial(run_for_execution, run_pk=run_pk))
+    run, last_event_id = claimed
+    token = run.claim_token
     # The job's events are written as they come, by the loop's journal writer.
     emitter = RunEventEmitter(
         run=run,

@@ -23,7 +23,7 @@ from django.utils import timezone
 from agent_runs.errors import RunNotPaused
 from agent_runs.events.emitter import RunEventEmitter
 from agent_runs.models import RUN_ACTIVE_STATUSES, Run, RunEvent, Step, Thread
-from agent_runs.selectors.runs import runs_next_queued_of_idle_threads
+from agent_runs.selectors.runs import run_for_execution, runs_next_queued_of_idle_threads
 from agent_runs.services.queue import job_stop, run_enqueue_if_idle, runs_enqueue_if_idle
 from agent_runs.signals import run_status_changed_send, run_status_transaction
 
@@ -42,22 +42,37 @@ _ENDED_UNSTARTED = Q(status=Run.Status.CANCELLED, started_at=None) & ~Exists(
 )
 
 
+# Another run of the thread holds its turn: one running, or one before it queued, parked or
+# cancelled unstarted. Built once: a filter copies what it resolves.
+_TURN_TAKEN = Exists(
+    Run.objects.filter(thread_id=OuterRef("thread_id")).filter(
+        Q(status=Run.Status.RUNNING)
+        | (Q(status__in=(Run.Status.QUEUED, Run.Status.PAUSED)) & Q(pk__lt=OuterRef("pk")))
+        | (_ENDED_UNSTARTED & Q(pk__lt=OuterRef("pk")))
+    )
+)
+
+
 def run_claim(*, run_pk: int) -> uuid.UUID | None:
     """Move the run from queued to running, once, and only when it is its thread's turn: no
     run of the thread is running, and none before it is queued or waiting for its journal.
     Returns the claim that fences the job's writes, or ``None``."""
-    before = Q(pk__lt=OuterRef("pk"))
-    blocking = Run.objects.filter(thread_id=OuterRef("thread_id")).filter(
-        Q(status=Run.Status.RUNNING)
-        | (Q(status__in=(Run.Status.QUEUED, Run.Status.PAUSED)) & before)
-        | (_ENDED_UNSTARTED & before)
-    )
+    claimed = run_claim_and_load(run_pk=run_pk)
+    return None if claimed is None else claimed[0].claim_token
+
+
+def run_claim_and_load(*, run_pk: int) -> tuple[Run, int] | None:
+    """``run_claim``, and once claimed the run as a job runs it (with its thread and its
+    thread's last event id, ``run_for_execution``), in one transaction: a connection lost
+    before the end leaves the run queued, so the whole may be tried again. The status
+    receivers are handed the run read here (no read of their own). ``None`` when it is not
+    the run's turn, or it is not queued."""
     token = uuid.uuid4()
     now = timezone.now()
-    with run_status_transaction():
+    with transaction.atomic():
         claimed = (
             Run.objects.filter(pk=run_pk, status=Run.Status.QUEUED)
-            .filter(~Exists(blocking))
+            .filter(~_TURN_TAKEN)
             .update(
                 status=Run.Status.RUNNING,
                 # A resumed run keeps when it first started (its journal's start).
@@ -66,9 +81,11 @@ def run_claim(*, run_pk: int) -> uuid.UUID | None:
                 claim_token=token,
             )
         )
-        if claimed:
-            run_status_changed_send(run_pk=run_pk, status=Run.Status.RUNNING)
-    return token if claimed else None
+        if not claimed:
+            return None
+        run, last_event_id = run_for_execution(run_pk=run_pk)
+        run_status_changed_send(run_pk=run_pk, status=Run.Status.RUNNING, run=run)
+    return run, last_event_id
 
 
 def runs_heartbeat(*, claims: list[tuple[int, uuid.UUID]]) -> set[int]:
@@ -98,7 +115,8 @@ def run_complete(*, run: Run, claim_token: uuid.UUID) -> bool:
             == 1
         )
         if completed:
-            run_status_changed_send(run_pk=run.pk, status=Run.Status.COMPLETED)
+            run.status, run.finished_at = Run.Status.COMPLETED, now
+            run_status_changed_send(run_pk=run.pk, status=Run.Status.COMPLETED, run=run)
     if completed:
         _thread_active(thread_id=run.thread_id, at=now)
     return completed

@@ -23,10 +23,10 @@ from agent_runs.runtime import lazy_imports
 
 
 class Command(RQWorkerCommand):
-    def check(self, *args: Any, tags: Any = None, **kwargs: Any) -> None:
+    def check(self, app_configs: Any = None, tags: Any = None, **kwargs: Any) -> None:
         if tags is None:
             tags = sorted(set(checks.registry.registry.tags_available()) - {checks.Tags.urls})
-        super().check(*args, tags=tags, **kwargs)
+        super().check(app_configs, tags, **kwargs)
 
     def handle(self, *args: Any, **options: Any) -> None:
         with lazy_imports.deferred(*lazy_imports.WORKER_UNUSED):
