@@ -12,8 +12,10 @@
 ``manage.py rqworker`` runs.
 """
 
+from collections.abc import Sequence
 from typing import Any
 
+from django.apps import AppConfig
 from django.conf import settings
 from django.core import checks
 from django.utils.module_loading import import_string
@@ -23,10 +25,25 @@ from agent_runs.runtime import lazy_imports
 
 
 class Command(RQWorkerCommand):
-    def check(self, app_configs: Any = None, tags: Any = None, **kwargs: Any) -> None:
+    def check(
+        self,
+        app_configs: Sequence[AppConfig] | None = None,
+        tags: Sequence[str] | None = None,
+        display_num_errors: bool = False,
+        include_deployment_checks: bool = False,
+        fail_level: int = checks.ERROR,
+        databases: Sequence[str] | None = None,
+    ) -> None:
         if tags is None:
             tags = sorted(set(checks.registry.registry.tags_available()) - {checks.Tags.urls})
-        super().check(app_configs, tags, **kwargs)
+        super().check(
+            app_configs,
+            tags,
+            display_num_errors,
+            include_deployment_checks,
+            fail_level,
+            databases,
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         with lazy_imports.deferred(*lazy_imports.WORKER_UNUSED):
