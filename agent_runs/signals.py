@@ -35,8 +35,9 @@ def run_status_heard() -> bool:
 
 def run_status_transaction() -> AbstractContextManager[object]:
     """A transaction around a one-statement status change when someone listens, so the
-    receivers' writes join it; nothing otherwise."""
-    return transaction.atomic() if run_status_heard() else nullcontext()
+    receivers' writes join it; nothing otherwise. Within a transaction already, it joins
+    that one (no savepoint: an error there undoes the whole)."""
+    return transaction.atomic(savepoint=False) if run_status_heard() else nullcontext()
 
 
 def run_status_changed_send(*, run_pk: int, status: Run.Status, run: Run | None = None) -> None:
