@@ -10,6 +10,7 @@ nothing else, and where the option does not exist (not Linux) nothing is done.
 """
 
 import socket
+import ssl
 from typing import Any
 
 import httpcore
@@ -59,9 +60,12 @@ class _QuickAckBackend(AutoBackend):
         return _QuickAckStream(await super().connect_tcp(*args, **kwargs))
 
 
-def provider_transport(*, limits: httpx.Limits) -> httpx.AsyncHTTPTransport:
-    """httpx's transport with quick acknowledgements on its connections."""
-    transport = httpx.AsyncHTTPTransport(limits=limits)
+def provider_transport(
+    *, limits: httpx.Limits, tls: ssl.SSLContext | None = None
+) -> httpx.AsyncHTTPTransport:
+    """httpx's transport with quick acknowledgements on its connections (``tls``: the TLS
+    context to verify servers with, httpx's default when none)."""
+    transport = httpx.AsyncHTTPTransport(limits=limits, verify=True if tls is None else tls)
     # httpx takes no network backend of its own: its pool (httpcore's) does.
     transport._pool._network_backend = _QuickAckBackend()
     return transport

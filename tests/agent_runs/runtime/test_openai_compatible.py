@@ -14,7 +14,7 @@ from agentscope.model import DeepSeekChatModel
 from agent_runs.runtime import openai_compatible
 from agent_runs.runtime.agents import conversation
 from agent_runs.runtime.chat_models import UsageLog, chat_model_for
-from agent_runs.runtime.openai_compatible import http_client
+from agent_runs.runtime.openai_compatible import provider_clients
 from agent_runs.runtime.output import RouteDecision
 from tests.fake_llm import FakeOpenAI
 
@@ -214,14 +214,14 @@ def test_a_consumer_that_stops_early_closes_the_call_and_records_it_once(fake):
     assert len(log.calls) == 1
 
 
-def test_calls_on_one_loop_share_one_client_per_provider_and_another_loop_gets_its_own(fake):
+def test_calls_on_one_loop_share_one_set_of_clients_per_provider_and_another_loop_its_own(fake):
     async def clients() -> tuple[Any, Any, Any]:
         for _ in range(2):
             await read_call(chat_model_for("deepseek/deepseek-chat"))
         return (
-            http_client(fake.base_url),
-            http_client(fake.base_url),
-            http_client("http://127.0.0.1:9/v1"),
+            provider_clients(fake.base_url),
+            provider_clients(fake.base_url),
+            provider_clients("http://127.0.0.1:9/v1"),
         )
 
     first, again, other = asyncio.run(clients())
@@ -229,3 +229,18 @@ def test_calls_on_one_loop_share_one_client_per_provider_and_another_loop_gets_i
 
     assert first is again and other is not first
     assert elsewhere is not first
+
+
+def test_a_providers_calls_take_its_connection_pools_in_turn(fake):
+    async def turns() -> tuple[list[Any], int]:
+        pools = provider_clients(fake.base_url)
+        for _ in range(2 * len(pools.clients)):
+            await read_call(chat_model_for("deepseek/deepseek-chat"))
+        taken = [pools.client() for _ in range(2 * len(pools.clients))]
+        return taken, len(pools.clients)
+
+    taken, pools = asyncio.run(turns())
+    assert pools > 1
+    assert len({id(client) for client in taken[:pools]}) == pools  # each in turn
+    assert taken[pools:] == taken[:pools]
+    assert len(fake.requests) == 2 * pools
