@@ -12,6 +12,7 @@ import hmac
 import ipaddress
 import threading
 from collections.abc import Sequence
+from functools import cache
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -29,6 +30,15 @@ IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 EVENTS_EMITTED = Counter(
     "agent_run_events_emitted", "AG-UI events a run's emitter wrote, by type.", ["type"]
 )
+
+
+@cache
+def events_emitted(event_type: str) -> Any:
+    """``EVENTS_EMITTED``'s counter of one event type, looked up once per type (the label
+    lookup takes a lock and builds a key: it was 1% of a worker's CPU, once per event)."""
+    return EVENTS_EMITTED.labels(event_type)
+
+
 RUNS_FINISHED = Counter("agent_runs_finished", "Runs a job ended, by final status.", ["status"])
 RUN_DURATION = Histogram(
     "agent_run_duration_seconds",

@@ -26,7 +26,7 @@ from redis.exceptions import RedisError
 from agent_runs.db import db_call
 from agent_runs.errors import RunNoLongerRunning
 from agent_runs.events.codec import TERMINAL_TYPES, EventSequence, encode_event
-from agent_runs.metrics import EVENTS_EMITTED, RUN_TIME_TO_FIRST_TOKEN
+from agent_runs.metrics import RUN_TIME_TO_FIRST_TOKEN, events_emitted
 from agent_runs.models import Run, RunEvent
 
 logger = logging.getLogger(__name__)
@@ -132,7 +132,7 @@ class RunEventEmitter:
             self.flush()
 
     def _measure(self, event_type: str) -> None:
-        EVENTS_EMITTED.labels(event_type).inc()
+        events_emitted(event_type).inc()
         if event_type == "RUN_STARTED":
             self._started_at = time.monotonic()
         elif event_type == "TEXT_MESSAGE_CONTENT" and self._started_at is not None:
