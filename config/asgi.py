@@ -10,12 +10,13 @@ django.setup(set_prefix=False)
 
 # These need the Django apps set up first.
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
-from django.urls import re_path  # noqa: E402
+from django.urls import get_resolver, re_path  # noqa: E402
 
 from agent_runs.protocols.agent_protocol.routing import websocket_urlpatterns  # noqa: E402
 from agent_runs.protocols.agui.routing import http_urlpatterns as agui_http  # noqa: E402
 from config import daphne_requests  # noqa: E402
 from config.asgi_handler import SyncChainASGIHandler  # noqa: E402
+from config.heap import freeze_startup_heap  # noqa: E402
 from config.static import with_static_files  # noqa: E402
 
 daphne_requests.install()
@@ -30,3 +31,8 @@ application = ProtocolTypeRouter(
         "websocket": URLRouter(websocket_urlpatterns),
     }
 )
+
+# What this process serves with, imported now rather than at the first request (the URL
+# configuration, and with it every protocol's views), then out of the collector's sight.
+get_resolver().url_patterns  # noqa: B018
+freeze_startup_heap()

@@ -7,6 +7,7 @@
 - The libraries AgentScope imports but the worker never calls are loaded only if used
   (runtime/lazy_imports.py), about 36 MiB more: the worker's class, and with it the
   pipeline and AgentScope, is imported before django-rq's command runs.
+- What it imported is then out of the garbage collector's sight (config/heap.py).
 
 ``agent_runs`` comes before ``django_rq`` in ``INSTALLED_APPS``, so this is the command
 ``manage.py rqworker`` runs.
@@ -22,6 +23,7 @@ from django.utils.module_loading import import_string
 from django_rq.management.commands.rqworker import Command as RQWorkerCommand
 
 from agent_runs.runtime import lazy_imports
+from config.heap import freeze_startup_heap
 
 
 class Command(RQWorkerCommand):
@@ -49,4 +51,5 @@ class Command(RQWorkerCommand):
         with lazy_imports.deferred(*lazy_imports.WORKER_UNUSED):
             import_string(options.get("worker_class") or settings.RQ["WORKER_CLASS"])
             import_string("agent_runs.runtime.jobs.run_execute_job")
+        freeze_startup_heap()
         super().handle(*args, **options)

@@ -1,6 +1,7 @@
 """A worker process loads less (agent_runs/runtime/lazy_imports.py and the ``rqworker``
 command): what AgentScope imports but never calls is loaded only when used, and the URL
-configuration (every protocol's views and SDKs) not at all."""
+configuration (every protocol's views and SDKs) not at all. A worker, and daphne, keep
+what they imported at start out of the garbage collector's sight (config/heap.py)."""
 
 import importlib
 import importlib.util
@@ -84,6 +85,9 @@ PROBE = textwrap.dedent(
     }
     import openai  # used after all: the real module
     loaded["openai_works"] = openai.APIError.__module__ == "openai"
+    import gc
+    loaded["frozen"] = gc.get_freeze_count() > 100_000
+    loaded["young_threshold"] = gc.get_threshold()[0]
     print(json.dumps(loaded))
     """
 )
@@ -107,4 +111,26 @@ def test_the_worker_command_loads_neither_the_url_configuration_nor_what_agentsc
         "agentscope": True,  # the worker's pipeline is imported
         "agent_runs.protocols.openai_responses.views": False,
         "openai_works": True,
+        "frozen": True,
+        "young_threshold": 10_000,
     }
+
+
+def test_daphnes_application_freezes_its_startup_heap_with_the_url_configuration_loaded():
+    code = (
+        "import gc, sys\n"
+        "import config.asgi\n"
+        "print(gc.get_freeze_count() > 100_000, gc.get_threshold()[0],"
+        " 'agent_runs.protocols.openai_responses.views' in sys.modules)\n"
+    )
+    env = service_env(REDIS_URL=settings.REDIS_URL, DJANGO_SETTINGS_MODULE="config.settings")
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=Path(settings.BASE_DIR),
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    assert result.stdout.split() == ["True", "10000", "True"]
