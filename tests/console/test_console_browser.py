@@ -361,7 +361,9 @@ def thread_with_messages(owner: Any, days: dict[int, list[tuple[str, str]]]) -> 
             message = Message.objects.create(
                 thread=thread, seq=seq, message_id=f"m-{seq}", role=role, content=text
             )
-            moment = timezone.now() - timedelta(days=days_ago, minutes=60 - seq)
+            # Seconds apart, not minutes: a day's messages fall on one date unless the test
+            # runs in the first minute after midnight.
+            moment = timezone.now() - timedelta(days=days_ago, seconds=60 - seq)
             Message.objects.filter(pk=message.pk).update(created_at=moment)
     Thread.objects.filter(pk=thread.pk).update(last_seq=seq)
     return thread

@@ -8,6 +8,7 @@ HTTP against daphne with arbitrary cursors and query values. Whatever is sent, t
 never a 5xx, a 4xx is JSON ``{"detail": "<string>"}``, and a rejected run writes nothing.
 """
 
+import copy
 import http.client
 import json
 import uuid
@@ -241,7 +242,12 @@ def snake_cased(body: dict[str, Any]) -> dict[str, Any]:
 def mutated_bodies(draw: st.DrawFn) -> bytes:
     body = valid_body(draw(st.uuids()), draw(st.sampled_from(["plain", "blocks", "full"])))
     for _ in range(draw(st.integers(min_value=1, max_value=3))):
-        mutated(body, draw(st.sampled_from(PATHS)), draw(REPLACEMENTS))
+        # A copy: the strategies hand out the same list and dict objects again, and a later
+        # mutation inside one of them could put it inside itself (a cycle).
+        replacement = draw(REPLACEMENTS)
+        if replacement is not DELETE:
+            replacement = copy.deepcopy(replacement)
+        mutated(body, draw(st.sampled_from(PATHS)), replacement)
     if draw(st.booleans()):
         body = snake_cased(body)
     return encode(body, ascii_only=draw(st.booleans()))
