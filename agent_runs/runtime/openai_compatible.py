@@ -12,9 +12,10 @@ endpoint (URL, headers, credential) once per provider configuration.
 
 Errors are this module's ``ProviderError`` classes, shaped as the SDK's (a connection error,
 a timeout, a status error per status the SDK names); AgentScope retries a connection error,
-a timeout, a 429 and a 5xx raised before any chunk, as it retries the SDK's. Not importing
-the SDK keeps about 22 MiB out of each worker process. Everything a call keeps while it streams is
-in its own ``ChunkStream``: calls on one loop share nothing mutable but the pool.
+a timeout, a 429 and a 5xx raised before any chunk, as it retries the SDK's. So a worker
+never needs the SDK (AgentScope's own import of it is deferred: runtime/lazy_imports.py).
+Everything a call keeps while it streams is in its own ``ChunkStream``: calls on one loop
+share nothing mutable but the connection pools.
 """
 
 import asyncio
