@@ -10,6 +10,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 from django.conf import settings
@@ -69,7 +70,7 @@ def test_a_module_imported_already_or_missing_is_left_alone(probe_package):
     assert "no_such_module_anywhere" not in sys.modules
 
 
-PROBE = textwrap.dedent(
+WORKER_PROBE = textwrap.dedent(
     """
     import json, sys
     import django
@@ -93,10 +94,11 @@ PROBE = textwrap.dedent(
 )
 
 
-def test_the_worker_command_loads_neither_the_url_configuration_nor_what_agentscope_does_not_use():
+def probe(code: str, *args: str) -> Any:
+    """What ``code``, run by a new Python on the test database and Redis, prints last (JSON)."""
     env = service_env(REDIS_URL=settings.REDIS_URL, DJANGO_SETTINGS_MODULE="config.settings")
     result = subprocess.run(
-        [sys.executable, "-c", PROBE, settings.AGENT_RUNS_QUEUE],
+        [sys.executable, "-c", code, *args],
         cwd=Path(settings.BASE_DIR),
         env=env,
         capture_output=True,
@@ -104,8 +106,11 @@ def test_the_worker_command_loads_neither_the_url_configuration_nor_what_agentsc
         timeout=120,
         check=True,
     )
-    loaded = json.loads(result.stdout.strip().splitlines()[-1])
-    assert loaded == {
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def test_the_worker_command_loads_neither_the_url_configuration_nor_what_agentscope_does_not_use():
+    assert probe(WORKER_PROBE, settings.AGENT_RUNS_QUEUE) == {
         "openai": False,
         "numpy": False,
         "agentscope": True,  # the worker's pipeline is imported
@@ -118,19 +123,9 @@ def test_the_worker_command_loads_neither_the_url_configuration_nor_what_agentsc
 
 def test_daphnes_application_freezes_its_startup_heap_with_the_url_configuration_loaded():
     code = (
-        "import gc, sys\n"
+        "import gc, json, sys\n"
         "import config.asgi\n"
-        "print(gc.get_freeze_count() > 100_000, gc.get_threshold()[0],"
-        " 'agent_runs.protocols.openai_responses.views' in sys.modules)\n"
+        "print(json.dumps([gc.get_freeze_count() > 100_000, gc.get_threshold()[0],"
+        " 'agent_runs.protocols.openai_responses.views' in sys.modules]))\n"
     )
-    env = service_env(REDIS_URL=settings.REDIS_URL, DJANGO_SETTINGS_MODULE="config.settings")
-    result = subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=Path(settings.BASE_DIR),
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    )
-    assert result.stdout.split() == ["True", "10000", "True"]
+    assert probe(code) == [True, 10_000, True]
