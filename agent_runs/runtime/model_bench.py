@@ -18,6 +18,7 @@ from agent_runs.runtime import agentscope_tuning
 from agent_runs.runtime.agents import WORKER_SYSTEM_PROMPT, conversation, worker_reply
 from agent_runs.runtime.agentscope_events import RunMappingState, map_agentscope_event
 from agent_runs.runtime.chat_models import UsageLog, chat_model_for
+from agent_runs.runtime.openai_compatible import provider_clients_close
 from agent_runs.runtime.output import AgentOutput
 
 _OUTPUT_TOOL = {
@@ -56,6 +57,13 @@ def model_path_bench(*, model_id: str, tokens: int, calls: int, warmup: int) -> 
 
 
 async def _bench(model_id: str, tokens: int, calls: int, warmup: int) -> list[PathFigures]:
+    try:
+        return await _bench_paths(model_id, tokens, calls, warmup)
+    finally:
+        await provider_clients_close()
+
+
+async def _bench_paths(model_id: str, tokens: int, calls: int, warmup: int) -> list[PathFigures]:
     prompt = f"tokens={tokens}"
     figures = []
     for one_call in (_model_call, _worker_reply_call):

@@ -6,20 +6,21 @@ It sends what AgentScope's ``OpenAIChatModel``, ``DeepSeekChatModel`` and
 provider's thinking switch, ``stream_options.include_usage``) and yields the same
 ``ChatResponse`` deltas their ``_parse_stream_response`` yields, without the ``openai`` SDK:
 the SSE body is read line by line and each ``data:`` line is one ``json.loads``, with no
-pydantic object per chunk. What the SDK cost per call is gone too: the clients (a few
-connection pools, one TLS context) are made once per provider base URL and event loop, the
-endpoint (URL, headers, credential) once per provider configuration.
+pydantic object per chunk. What the SDK cost per call is gone too: the client (an aiohttp
+session: one connection pool, one TLS context; runtime/provider_transport.py) is made once per
+provider base URL and event loop, the endpoint (URL, headers, credential) once per provider
+configuration.
 
 Errors are this module's ``ProviderError`` classes, shaped as the SDK's (a connection error,
 a timeout, a status error per status the SDK names); AgentScope retries a connection error,
 a timeout, a 429 and a 5xx raised before any chunk, as it retries the SDK's. So a worker
 never needs the SDK (AgentScope's own import of it is deferred: runtime/lazy_imports.py).
 Everything a call keeps while it streams is in its own ``ChunkStream``: calls on one loop
-share nothing mutable but the connection pools.
+share nothing mutable but the connection pool.
 """
 
 import asyncio
-import itertools
+import atexit
 import json
 import ssl
 import threading
@@ -31,7 +32,7 @@ from datetime import datetime
 from functools import lru_cache
 from typing import Any
 
-import httpx
+import aiohttp
 from agentscope._utils._common import _flatten_json_schema, _generate_id
 from agentscope.credential import (
     CredentialBase,
@@ -50,7 +51,7 @@ from agentscope.model import ChatModelBase, ChatResponse, ChatUsage
 from agentscope.tool import ToolChoice
 from pydantic import BaseModel
 
-from agent_runs.runtime.provider_transport import provider_transport
+from agent_runs.runtime.provider_transport import provider_session
 
 _TOOL_CHOICE_MODES = frozenset({"auto", "none", "required"})
 
@@ -219,47 +220,25 @@ def endpoint_for(provider: str, api_key: str, base_url: str) -> Endpoint:
     )
 
 
-# A provider's calls on one loop go round-robin over this many connection pools. httpcore
-# looks at every connection of a pool whenever a request starts or ends (and asks the
-# kernel whether each idle one was closed): with one pool for the 32 calls a worker holds,
-# that was 7% of the worker's CPU.
-_POOLS = 8
-
-
-class ProviderClients:
-    """One provider's HTTP clients on one loop (``_POOLS`` connection pools sharing one TLS
-    context): ``client()`` is the next one in turn."""
-
-    def __init__(self) -> None:
-        # No timeout here: each request carries AGENT_MODEL_TIMEOUT_SECONDS. Their
-        # connections acknowledge at once (agent_runs/runtime/provider_transport.py).
-        limits = httpx.Limits(max_connections=256)
-        tls = _tls_context()
-        self.clients = [
-            httpx.AsyncClient(
-                timeout=None, limits=limits, transport=provider_transport(limits=limits, tls=tls)
-            )
-            for _ in range(_POOLS)
-        ]
-        self._turns = itertools.cycle(self.clients)
-
-    def client(self) -> httpx.AsyncClient:
-        return next(self._turns)
+# The most connections one provider's calls on one loop hold at once.
+_CONNECTIONS = 256
 
 
 @lru_cache(maxsize=1)
 def _tls_context() -> ssl.SSLContext:
-    return httpx.create_ssl_context()
+    """One context to verify every provider with (loading the trusted certificates is
+    costly), the system's."""
+    return ssl.create_default_context()
 
 
-_CLIENTS: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, ProviderClients]]"
+_CLIENTS: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, aiohttp.ClientSession]]"
 _CLIENTS = weakref.WeakKeyDictionary()
 _CLIENTS_LOCK = threading.Lock()
 
 
-def provider_clients(base_url: str) -> ProviderClients:
-    """The running loop's clients for ``base_url``: made on first use and kept alive from one
-    call, and one run, to the next. Their connections belong to the loop, hence per loop."""
+def provider_client(base_url: str) -> aiohttp.ClientSession:
+    """The running loop's client for ``base_url``: made on first use and kept alive from one
+    call, and one run, to the next. Its connections belong to the loop, hence per loop."""
     loop = asyncio.get_running_loop()
     clients = _CLIENTS.get(loop)
     found = None if clients is None else clients.get(base_url)
@@ -268,8 +247,28 @@ def provider_clients(base_url: str) -> ProviderClients:
             clients = _CLIENTS.setdefault(loop, {})
             found = clients.get(base_url)
             if found is None:
-                found = clients[base_url] = ProviderClients()
+                found = clients[base_url] = provider_session(limit=_CONNECTIONS, tls=_tls_context())
     return found
+
+
+async def provider_clients_close() -> None:
+    """Close the running loop's provider clients and their connections (the loop's owner
+    stops)."""
+    await _close(_CLIENTS.pop(asyncio.get_running_loop(), {}))
+
+
+async def _close(clients: dict[str, aiohttp.ClientSession]) -> None:
+    for client in clients.values():
+        await client.close()
+
+
+@atexit.register
+def _close_idle_loops_clients() -> None:
+    """At exit, the clients of loops nobody runs now (a thread's bridge loop: a management
+    command's, a test's) are closed on their loop; a worker's host closes its own."""
+    for loop in list(_CLIENTS):
+        if not loop.is_closed() and not loop.is_running():
+            loop.run_until_complete(_close(_CLIENTS.pop(loop, {})))
 
 
 class OpenAICompatibleChatModel(ChatModelBase):
@@ -328,20 +327,21 @@ class OpenAICompatibleChatModel(ChatModelBase):
         """A ``ChunkStream`` once the provider answered 200 (AgentScope's models return the
         SDK's stream wrapped in a generator; this one is iterated directly)."""
         body = await self._request_body(model_name, messages, tools, tool_choice, kwargs)
-        client = provider_clients(self.endpoint.base_url).client()
-        request = client.build_request(
-            "POST",
-            self.endpoint.url,
-            content=json.dumps(body, ensure_ascii=False).encode(),
-            headers=self.endpoint.headers,
-            timeout=self.timeout,
-        )
+        client = provider_client(self.endpoint.base_url)
         started = time.monotonic()
         try:
-            response = await client.send(request, stream=True)
-        except httpx.TransportError as exc:
+            response = await client.post(
+                self.endpoint.url,
+                data=json.dumps(body, ensure_ascii=False).encode(),
+                headers=self.endpoint.headers,
+                # Connecting (or waiting for a free connection), and each read.
+                timeout=aiohttp.ClientTimeout(
+                    total=None, connect=self.timeout, sock_read=self.timeout
+                ),
+            )
+        except (aiohttp.ClientError, TimeoutError) as exc:
             raise _transport_error(exc) from exc
-        if response.status_code >= 400:
+        if response.status >= 400:
             raise await _status_error(response)
         return ChunkStream(self, response, started)
 
@@ -404,26 +404,28 @@ def _flattened(tool: dict[str, Any]) -> dict[str, Any]:
     return tool if flat is parameters else {**tool, "function": {**function, "parameters": flat}}
 
 
-def _transport_error(exc: httpx.TransportError) -> ProviderConnectionError:
+def _transport_error(exc: BaseException) -> ProviderConnectionError:
     """The error of a request that got no (whole) answer."""
-    if isinstance(exc, httpx.TimeoutException):
+    if isinstance(exc, TimeoutError):  # aiohttp's timeouts are TimeoutErrors too
         return ProviderTimeoutError()
     return ProviderConnectionError(str(exc) or "Connection error.")
 
 
-async def _status_error(response: httpx.Response) -> ProviderStatusError:
+async def _status_error(response: aiohttp.ClientResponse) -> ProviderStatusError:
     """The SDK's error for a 4xx/5xx answer (its ``_make_status_error``)."""
     try:
-        raw = await response.aread()
+        raw = await response.read()
+    except (aiohttp.ClientError, TimeoutError) as exc:
+        raise _transport_error(exc) from exc
     finally:
-        await response.aclose()
+        response.release()
     try:
         body: Any = json.loads(raw)
     except ValueError:
         body = raw.decode(errors="replace")
-    message = f"Error code: {response.status_code} - {body}"
+    status = response.status
+    message = f"Error code: {status} - {body}"
     data = body.get("error", body) if isinstance(body, dict) else body
-    status = response.status_code
     kind = _STATUS_ERRORS.get(status)
     if kind is None:
         kind = InternalServerError if status >= 500 else ProviderStatusError
@@ -446,7 +448,9 @@ class ChunkStream:
     ``ChatResponse`` deltas; it closes the response, and reports the call's usage to the
     model, once, when the stream ends, breaks, is closed or is cancelled."""
 
-    def __init__(self, model: OpenAICompatibleChatModel, response: httpx.Response, started: float):
+    def __init__(
+        self, model: OpenAICompatibleChatModel, response: aiohttp.ClientResponse, started: float
+    ):
         self._model = model
         self._response = response
         self._started = started
@@ -466,7 +470,10 @@ class ChunkStream:
             return
         self._ended = True
         try:
-            await self._response.aclose()
+            if self._response.content.at_eof():
+                self._response.release()  # read through: its connection serves the next call
+            else:
+                self._response.close()  # broken or left early: its connection goes too
         finally:
             self._model.call_ended(self._usage)
 
@@ -477,7 +484,7 @@ class ChunkStream:
         try:
             # Read to the body's end, past ``[DONE]``: a connection read through goes back
             # to the pool for the next call.
-            async for received in self._response.aiter_bytes():
+            async for received in self._response.content.iter_any():
                 lines = (pending + received).split(b"\n")
                 pending = lines.pop()
                 for line in lines:
@@ -494,7 +501,7 @@ class ChunkStream:
                 chunk = parse(_event_json(data))
                 if chunk is not None:
                     yield chunk
-        except httpx.TransportError as exc:
+        except (aiohttp.ClientError, TimeoutError) as exc:
             raise _transport_error(exc) from exc
         finally:
             self._usage = parse.usage

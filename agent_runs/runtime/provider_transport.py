@@ -1,5 +1,11 @@
-"""The HTTP transport of the model providers' clients: httpx's own, whose connections
-acknowledge what they receive at once (Linux's ``TCP_QUICKACK``).
+"""The HTTP client of the model providers: an aiohttp session per provider and event loop,
+whose connections acknowledge what they receive at once (Linux's ``TCP_QUICKACK``).
+
+aiohttp parses a response in C (its ``llhttp`` parser) and hands a streamed body on as it
+arrives: a chunk of a streamed answer costs a few microseconds to read, where httpx went
+through httpcore's and h11's ten Python layers a chunk (about a sixth of a worker's CPU with
+tokens 20 ms apart; docs/benchmarks.md). Its pool finds a kept-alive connection by key, so one
+pool serves every call of a provider.
 
 A provider that writes a response's headers and its body in two writes, without
 ``TCP_NODELAY`` (some self-hosted model servers, and the loopback providers of the
@@ -9,24 +15,32 @@ whole of a fast model's answer. Acknowledging at once costs an ACK packet per re
 nothing else, and where the option does not exist (not Linux) nothing is done.
 """
 
+import asyncio
 import socket
 import ssl
+from functools import partial
 from typing import Any
 
-import httpcore
-import httpx
-from httpcore._backends.auto import AutoBackend
+import aiohttp
+from aiohttp.client_proto import ResponseHandler
 
 _QUICKACK = getattr(socket, "TCP_QUICKACK", None)
 
 
-class _QuickAckStream(httpcore.AsyncNetworkStream):
-    """A connection that re-arms quick acknowledgements around each write and read (the
-    kernel leaves quick-ack mode again on its own)."""
+class _QuickAckHandler(ResponseHandler):
+    """A connection's protocol that re-arms quick acknowledgements as it is made and after
+    each read (the kernel leaves quick-ack mode again on its own)."""
 
-    def __init__(self, stream: httpcore.AsyncNetworkStream) -> None:
-        self._stream = stream
-        self._socket = stream.get_extra_info("socket")
+    _socket: Any = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)
+        self._socket = transport.get_extra_info("socket")
+        self._quickack()
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        self._quickack()
 
     def _quickack(self) -> None:
         if self._socket is not None and _QUICKACK is not None:
@@ -35,37 +49,16 @@ class _QuickAckStream(httpcore.AsyncNetworkStream):
             except OSError:  # not a TCP socket after all: nothing to tune
                 self._socket = None
 
-    async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        data = await self._stream.read(max_bytes, timeout)
-        self._quickack()
-        return data
 
-    async def write(self, buffer: bytes, timeout: float | None = None) -> None:
-        await self._stream.write(buffer, timeout)
-        self._quickack()
-
-    async def aclose(self) -> None:
-        await self._stream.aclose()
-
-    async def start_tls(self, *args: Any, **kwargs: Any) -> httpcore.AsyncNetworkStream:
-        stream = _QuickAckStream(await self._stream.start_tls(*args, **kwargs))
-        return stream
-
-    def get_extra_info(self, info: str) -> Any:
-        return self._stream.get_extra_info(info)
-
-
-class _QuickAckBackend(AutoBackend):
-    async def connect_tcp(self, *args: Any, **kwargs: Any) -> httpcore.AsyncNetworkStream:
-        return _QuickAckStream(await super().connect_tcp(*args, **kwargs))
-
-
-def provider_transport(
-    *, limits: httpx.Limits, tls: ssl.SSLContext | None = None
-) -> httpx.AsyncHTTPTransport:
-    """httpx's transport with quick acknowledgements on its connections (``tls``: the TLS
-    context to verify servers with, httpx's default when none)."""
-    transport = httpx.AsyncHTTPTransport(limits=limits, verify=True if tls is None else tls)
-    # httpx takes no network backend of its own: its pool (httpcore's) does.
-    transport._pool._network_backend = _QuickAckBackend()
-    return transport
+def provider_session(*, limit: int, tls: ssl.SSLContext | None = None) -> aiohttp.ClientSession:
+    """An aiohttp session (on the running loop) whose connections acknowledge at once, at
+    most ``limit`` of them; ``tls``: the context to verify servers with (aiohttp's default
+    when none). No timeout of its own: each request carries its own."""
+    connector = aiohttp.TCPConnector(limit=limit, ssl=True if tls is None else tls)
+    # aiohttp takes no protocol of its own: its connector makes each connection's.
+    factory: Any = partial(_QuickAckHandler, loop=asyncio.get_running_loop())
+    connector._factory = factory
+    return aiohttp.ClientSession(
+        connector=connector,
+        timeout=aiohttp.ClientTimeout(total=None),
+    )

@@ -14,7 +14,7 @@ from agentscope.model import DeepSeekChatModel
 from agent_runs.runtime import openai_compatible
 from agent_runs.runtime.agents import conversation
 from agent_runs.runtime.chat_models import UsageLog, chat_model_for
-from agent_runs.runtime.openai_compatible import provider_clients
+from agent_runs.runtime.openai_compatible import provider_client, provider_clients_close
 from agent_runs.runtime.output import RouteDecision
 from tests.fake_llm import FakeOpenAI
 
@@ -83,7 +83,7 @@ def test_it_streams_the_same_deltas_as_agentscopes_own_model_of_the_provider(fak
             chunks.append(await read(await model(conversation((), "Hi"), tools=[TOOL])))
         return tuple(chunks)  # type: ignore[return-value]
 
-    theirs_tool, ours_tool, theirs_text, ours_text = asyncio.run(both())
+    theirs_tool, ours_tool, theirs_text, ours_text = run(both())
 
     for theirs, ours in ((theirs_tool, ours_tool), (theirs_text, ours_text)):
         assert [shape(chunk) for chunk in ours] == [shape(chunk) for chunk in theirs]
@@ -109,7 +109,7 @@ def test_it_sends_the_providers_request_and_records_the_raw_usage_once(fake):
             conversation((), "Hello"), structured_model=RouteDecision
         )
 
-    response = asyncio.run(call())
+    response = run(call())
 
     assert response.content == fake.route
     request = fake.requests[0]
@@ -130,9 +130,21 @@ def test_it_sends_the_providers_request_and_records_the_raw_usage_once(fake):
 
 
 def test_dashscope_gets_its_own_thinking_switch(fake):
-    asyncio.run(read_call(chat_model_for("dashscope/qwen-plus")))
+    run(read_call(chat_model_for("dashscope/qwen-plus")))
     assert fake.requests[0]["body"]["enable_thinking"] is False
     assert "thinking" not in fake.requests[0]["body"]
+
+
+def run(coroutine: Any) -> Any:
+    """``asyncio.run``, the loop's provider clients closed at the end (as a worker does)."""
+
+    async def closing() -> Any:
+        try:
+            return await coroutine
+        finally:
+            await provider_clients_close()
+
+    return asyncio.run(closing())
 
 
 async def read_call(model: Any, **kwargs: Any) -> list[Any]:
@@ -153,7 +165,7 @@ def test_an_error_answer_raises_its_status_error_after_the_retries_of_transient_
 ):
     fake.status = status
     with pytest.raises(error) as raised:
-        asyncio.run(read_call(chat_model_for("deepseek/deepseek-chat")))
+        run(read_call(chat_model_for("deepseek/deepseek-chat")))
     assert raised.value.status_code == status
     assert raised.value.body == {"message": "upstream exploded"}
     assert len(fake.requests) == requests
@@ -166,7 +178,7 @@ def test_a_provider_it_cannot_reach_is_a_connection_error(settings):
     settings.DEEPSEEK_BASE_URL = base_url
     settings.AGENT_MODEL_MAX_RETRIES = 0
     with pytest.raises(openai_compatible.ProviderConnectionError):
-        asyncio.run(read_call(chat_model_for("deepseek/deepseek-chat")))
+        run(read_call(chat_model_for("deepseek/deepseek-chat")))
 
 
 def test_a_cancel_stops_the_stream_within_a_second_and_its_call_is_recorded(fake):
@@ -192,7 +204,7 @@ def test_a_cancel_stops_the_stream_within_a_second_and_its_call_is_recorded(fake
         await asyncio.gather(task, return_exceptions=True)
         return received, time.monotonic() - asked
 
-    received, took = asyncio.run(cancelled())
+    received, took = run(cancelled())
 
     assert took < 1.0
     assert received < 20
@@ -209,38 +221,25 @@ def test_a_consumer_that_stops_early_closes_the_call_and_records_it_once(fake):
             await stream.aclose()
             return chunk
 
-    chunk = asyncio.run(first_chunk())
+    chunk = run(first_chunk())
     assert shape(chunk) == [("text", "", "Hello")]
     assert len(log.calls) == 1
 
 
-def test_calls_on_one_loop_share_one_set_of_clients_per_provider_and_another_loop_its_own(fake):
+def test_calls_on_one_loop_share_one_client_per_provider_and_another_loop_its_own(fake):
     async def clients() -> tuple[Any, Any, Any]:
-        for _ in range(2):
+        for _ in range(3):
             await read_call(chat_model_for("deepseek/deepseek-chat"))
         return (
-            provider_clients(fake.base_url),
-            provider_clients(fake.base_url),
-            provider_clients("http://127.0.0.1:9/v1"),
+            provider_client(fake.base_url),
+            provider_client(fake.base_url),
+            provider_client("http://127.0.0.1:9/v1"),
         )
 
-    first, again, other = asyncio.run(clients())
-    elsewhere, *_ = asyncio.run(clients())
+    first, again, other = run(clients())
+    elsewhere, *_ = run(clients())
 
     assert first is again and other is not first
     assert elsewhere is not first
-
-
-def test_a_providers_calls_take_its_connection_pools_in_turn(fake):
-    async def turns() -> tuple[list[Any], int]:
-        pools = provider_clients(fake.base_url)
-        for _ in range(2 * len(pools.clients)):
-            await read_call(chat_model_for("deepseek/deepseek-chat"))
-        taken = [pools.client() for _ in range(2 * len(pools.clients))]
-        return taken, len(pools.clients)
-
-    taken, pools = asyncio.run(turns())
-    assert pools > 1
-    assert len({id(client) for client in taken[:pools]}) == pools  # each in turn
-    assert taken[pools:] == taken[:pools]
-    assert len(fake.requests) == 2 * pools
+    assert first.closed and other.closed  # closed with their loop's work
+    assert len(fake.requests) == 6
