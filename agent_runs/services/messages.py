@@ -1,11 +1,13 @@
 """Writes of a thread's messages: appending in ``seq`` order, and a stage's messages."""
 
+import json
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db import transaction
+from django.db import connection, transaction
+from django.utils import timezone
 
 from agent_runs.errors import RunNoLongerRunning
 from agent_runs.models import Message, Run, Thread, Visibility
@@ -77,7 +79,6 @@ class StageAnswer:
     metadata: dict[str, Any]
 
 
-@transaction.atomic
 def run_stage_messages_store(
     *,
     run: Run,
@@ -90,19 +91,6 @@ def run_stage_messages_store(
     its answer, in one transaction, while the run is still running under the job's claim: a
     run cancelled meanwhile, or a job that lost its claim, keeps nothing
     (``RunNoLongerRunning``). docs/spec/chat-messages-and-attachments.md, Message Metadata."""
-    # One statement locks both rows: the run (against a cancel) and its thread (for seq).
-    thread = (
-        Thread.objects.select_for_update()
-        .filter(
-            pk=run.thread_id,
-            runs__pk=run.pk,
-            runs__status=Run.Status.RUNNING,
-            runs__claim_token=claim_token,
-        )
-        .first()
-    )
-    if thread is None:
-        raise RunNoLongerRunning(run.pk)
     drafts = [
         MessageDraft(
             role=Message.Role.TOOL,
@@ -129,5 +117,68 @@ def run_stage_messages_store(
                 metadata=answer.metadata,
             )
         )
-    if drafts:
-        messages_append(thread=thread, run=run, drafts=drafts)
+    if drafts and connection.vendor == "postgresql":
+        if not _append_claimed(run=run, claim_token=claim_token, drafts=drafts):
+            raise RunNoLongerRunning(run.pk)
+        return
+    with transaction.atomic():
+        # One statement locks both rows: the run (against a cancel) and its thread (for seq).
+        thread = (
+            Thread.objects.select_for_update()
+            .filter(
+                pk=run.thread_id,
+                runs__pk=run.pk,
+                runs__status=Run.Status.RUNNING,
+                runs__claim_token=claim_token,
+            )
+            .first()
+        )
+        if thread is None:
+            raise RunNoLongerRunning(run.pk)
+        if drafts:
+            messages_append(thread=thread, run=run, drafts=drafts)
+
+
+def _append_claimed(*, run: Run, claim_token: uuid.UUID, drafts: list[MessageDraft]) -> bool:
+    """The drafts appended on PostgreSQL in one statement of constant text (the thread's
+    ``seq`` moved on and the rows inserted, fenced on the claim, the run's row shared
+    against a cancel as the journal's writes share it); whether the run was still the
+    job's."""
+    columns: tuple[list[Any], ...] = ([], [], [], [], [], [])
+    for draft in drafts:
+        for column, value in zip(
+            columns,
+            (
+                draft.message_id,
+                draft.role.value,
+                draft.content,
+                json.dumps(draft.content_blocks),
+                json.dumps(draft.metadata),
+                int(draft.visibility),
+            ),
+            strict=True,
+        ):
+            column.append(value)
+    now = timezone.now()
+    params = [
+        *(len(drafts), now, run.thread_id, run.pk, Run.Status.RUNNING.value, claim_token),
+        *(len(drafts), run.thread_id, run.pk, now, *columns),
+    ]
+    with connection.cursor() as cursor:
+        cursor.execute(_APPEND_CLAIMED, params)
+        return bool(cursor.fetchall())
+
+
+_APPEND_CLAIMED = (
+    f"WITH bumped AS (UPDATE {Thread._meta.db_table} AS t "
+    "SET last_seq = t.last_seq + %s, updated_at = %s WHERE t.id = %s AND EXISTS ("
+    f"SELECT 1 FROM {Run._meta.db_table} AS r WHERE r.id = %s AND r.thread_id = t.id "
+    "AND r.status = %s AND r.claim_token = %s FOR SHARE) RETURNING t.last_seq - %s AS base) "
+    f"INSERT INTO {Message._meta.db_table} (thread_id, run_id, seq, message_id, role, content, "
+    "content_blocks, metadata, visibility_mask, created_at) "
+    "SELECT %s, %s, bumped.base + v.ord, v.message_id, v.role, v.content, v.blocks::jsonb, "
+    "v.metadata::jsonb, v.visibility, %s FROM bumped CROSS JOIN unnest("
+    "%s::text[], %s::text[], %s::text[], %s::text[], %s::text[], %s::integer[]) "
+    "WITH ORDINALITY AS v(message_id, role, content, blocks, metadata, visibility, ord) "
+    "RETURNING id"
+)
