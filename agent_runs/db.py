@@ -36,7 +36,7 @@ def columns_sql(model: type[Model], alias: str) -> str:
     """``alias."column", …`` for the model's concrete fields, in their order: what
     ``model_from_row`` reads."""
     quote = db_connection.ops.quote_name
-    return ", ".join(f"{alias}.{quote(field.column)}" for field in model._meta.concrete_fields)
+    return ", ".join(f"{alias}.{quote(str(field.column))}" for field in model._meta.concrete_fields)
 
 
 def model_from_row(model: type[M], values: Sequence[Any]) -> M:

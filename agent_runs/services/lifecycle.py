@@ -103,7 +103,7 @@ def _claim_and_load_statement(
     update's subqueries and the read's join again for every run: a tenth of a worker's CPU):
     the claim, the run and its thread as it left them, and the thread's last event id."""
     running, queued = Run.Status.RUNNING.value, Run.Status.QUEUED.value
-    params = [
+    params: list[Any] = [
         *(running, now, now, token),
         *(run_pk, queued, running, queued, Run.Status.PAUSED.value, Run.Status.CANCELLED.value),
     ]

@@ -160,7 +160,7 @@ def _append_claimed(*, run: Run, claim_token: uuid.UUID, drafts: list[MessageDra
         ):
             column.append(value)
     now = timezone.now()
-    params = [
+    params: list[Any] = [
         *(len(drafts), now, run.thread_id, run.pk, Run.Status.RUNNING.value, claim_token),
         *(len(drafts), run.thread_id, run.pk, now, *columns),
     ]

@@ -118,6 +118,7 @@ def test_a_stages_messages_follow_the_threads_last_seq_under_the_claim(thread):
     claimed = run_claim_and_load(run_pk=run.pk)
     assert claimed is not None
     token = claimed[0].claim_token
+    assert token is not None
     answer = StageAnswer(message_id="worker-1", content="Tea.", metadata={"route": "answer"})
     tools = [ToolResult(tool_call_id="c1", tool_name="calendar_list", args="{}", result="[]")]
 
@@ -141,13 +142,15 @@ def test_a_stage_of_a_run_no_longer_its_jobs_keeps_nothing(thread):
     run = make_run(thread)
     claimed = run_claim_and_load(run_pk=run.pk)
     assert claimed is not None
+    token = claimed[0].claim_token
+    assert token is not None
     Run.objects.filter(pk=run.pk).update(status=Run.Status.CANCELLED)
     answer = StageAnswer(message_id="worker-1", content="Tea.", metadata={})
 
     with pytest.raises(RunNoLongerRunning):
         run_stage_messages_store(
             run=run,
-            claim_token=claimed[0].claim_token,
+            claim_token=token,
             stage="worker",
             tool_results=[],
             answer=answer,
