@@ -11,6 +11,11 @@ it then catches up from PostgreSQL (the truth), and carries on with the live ent
 Each entry is decoded once (``codec.stored_entry_read``), and its events are handed to every
 subscriber of its thread: a stream that frames them as stored sends their text as it is,
 a protocol that translates them reads their shared payloads.
+
+The blocking read names every followed stream, each time: the hub sends it on a connection
+of its own, as Redis's wire format, the keys' part made once per change of the streams
+followed (redis-py encoded each of the hundred-odd arguments again per read: about a sixth
+of daphne's CPU with 64 streams open), and reads the reply as it is.
 """
 
 import asyncio
@@ -57,7 +62,10 @@ class Subscription:
 class StreamHub:
     def __init__(self) -> None:
         self.subscribers: dict[str, set[Subscription]] = {}
-        self.positions: dict[str, str] = {}
+        # Each followed stream's last entry read (Redis's id, as Redis sends it).
+        self.positions: dict[str, bytes] = {}
+        # The read's keys and its command up to their ids, for the streams followed now.
+        self._command_keys: tuple[list[str], bytes] | None = None
         self.wake_key = f"agent:sse-hub:{uuid.uuid4().hex}:wake"
         self.client = aioredis.Redis.from_url(
             settings.REDIS_URL,
@@ -78,6 +86,7 @@ class StreamHub:
             if key not in self.positions:  # nobody subscribed to it meanwhile
                 self.positions[key] = end
                 self.subscribers[key] = set()
+                self._command_keys = None
                 await self._wake()
         self.subscribers[key].add(subscription)
         if self.task is None or self.task.done():
@@ -92,6 +101,7 @@ class StreamHub:
         if not subscribers:
             del self.subscribers[subscription.key]
             self.positions.pop(subscription.key, None)
+            self._command_keys = None
             # While other streams are followed, the blocked read may keep naming this one:
             # what it brings for it is dropped, and the next read leaves it out (a wake per
             # stream closed was a round trip and a new read, every run). The last stream
@@ -102,28 +112,67 @@ class StreamHub:
                 wake.add_done_callback(self.wake_tasks.discard)
 
     async def _read(self) -> None:
-        wake_position = "$"
-        while self.subscribers:
-            streams: dict[Any, Any] = dict(self.positions)
-            streams[self.wake_key] = wake_position
-            try:
-                result: Any = await self.client.xread(streams, count=_BATCH, block=_BLOCK_MS)
-            except RedisError:
-                logger.warning("Redis read failed; streams catch up from PostgreSQL", exc_info=True)
-                await self._reset_all()
-                wake_position = "$"
-                continue
-            for raw_key, entries in result or []:
-                key = raw_key.decode()
-                if key == self.wake_key:
-                    wake_position = entries[-1][0].decode()
+        wake_position = b"$"
+        pool = self.client.connection_pool
+        connection: Any = None
+        try:
+            while self.subscribers:
+                try:
+                    if connection is None:
+                        connection = await pool.get_connection()
+                    await connection.send_packed_command(
+                        self._command(wake_position), check_health=False
+                    )
+                    result: Any = await connection.read_response(timeout=_BLOCK_MS / 1000 + 10)
+                except (RedisError, OSError):
+                    logger.warning(
+                        "Redis read failed; streams catch up from PostgreSQL", exc_info=True
+                    )
+                    if connection is not None:
+                        await connection.disconnect()
+                        await pool.release(connection)
+                        connection = None
+                    await self._reset_all()
+                    wake_position = b"$"
                     continue
-                if key not in self.positions:
-                    continue  # its last subscriber left while we were reading
-                self.positions[key] = entries[-1][0].decode()
-                delivery = _entries_read(key, entries)
-                for subscription in list(self.subscribers.get(key, ())):
-                    subscription.deliver(delivery)
+                # RESP3 (redis-py's default from 8) answers a map; RESP2, pairs in a list.
+                streams = result.items() if isinstance(result, dict) else result or ()
+                for raw_key, entries in streams:
+                    key = raw_key.decode()
+                    if key == self.wake_key:
+                        wake_position = entries[-1][0]
+                        continue
+                    if key not in self.positions:
+                        continue  # its last subscriber left while we were reading
+                    self.positions[key] = entries[-1][0]
+                    delivery = _entries_read(key, entries)
+                    for subscription in list(self.subscribers.get(key, ())):
+                        subscription.deliver(delivery)
+        finally:
+            if connection is not None:
+                await pool.release(connection)
+
+    def _command(self, wake_position: bytes) -> list[bytes]:
+        """``XREAD COUNT _BATCH BLOCK _BLOCK_MS STREAMS <keys> <ids>`` in Redis's wire
+        format: the part up to the ids made again only when the streams followed change."""
+        if self._command_keys is None:
+            keys = list(self.positions)
+            arguments = [
+                b"XREAD",
+                b"COUNT",
+                str(_BATCH).encode(),
+                b"BLOCK",
+                str(_BLOCK_MS).encode(),
+                b"STREAMS",
+                *(key.encode() for key in keys),
+                self.wake_key.encode(),
+            ]
+            head = b"*%d\r\n" % (len(arguments) + len(keys) + 1)
+            self._command_keys = keys, head + b"".join(map(_bulk, arguments))
+        keys, prefix = self._command_keys
+        ids = [self.positions[key] for key in keys]
+        ids.append(wake_position)
+        return [prefix, b"".join(map(_bulk, ids))]
 
     async def _reset_all(self) -> None:
         for subscribers in self.subscribers.values():
@@ -133,14 +182,14 @@ class StreamHub:
         for key in list(self.positions):
             self.positions[key] = await self._stream_end(key)
 
-    async def _stream_end(self, key: str) -> str:
+    async def _stream_end(self, key: str) -> bytes:
         """The id of the stream's last entry ("0-0" when there is none, or Redis is down):
         reading after it yields only new entries."""
         try:
             last: Any = await self.client.xrevrange(key, count=1)
         except RedisError:
-            return "0-0"
-        return last[0][0].decode() if last else "0-0"
+            return b"0-0"
+        return last[0][0] if last else b"0-0"
 
     async def _wake(self) -> None:
         if self.task is None or self.task.done():
@@ -154,11 +203,19 @@ class StreamHub:
             pass  # the read loop is failing too, and will reset
 
 
+def _bulk(argument: bytes) -> bytes:
+    """One argument of a command in Redis's wire format (a bulk string)."""
+    return b"$%d\r\n%s\r\n" % (len(argument), argument)
+
+
 def _entries_read(key: str, entries: list[Any]) -> list[StoredEntry] | object:
-    """A read's entries of one stream, decoded; ``RESET`` for one that cannot be (its
-    subscribers then read PostgreSQL)."""
+    """A read's entries of one stream (each its id and its fields and values in turn),
+    decoded; ``RESET`` for one that cannot be (its subscribers then read PostgreSQL)."""
     try:
-        return [stored_entry_read(fields) for _entry_id, fields in entries]
+        return [
+            stored_entry_read(dict(zip(fields[::2], fields[1::2], strict=True)))
+            for _entry_id, fields in entries
+        ]
     except (AttributeError, KeyError, TypeError, ValueError):
         logger.warning(
             "unreadable entry in %s; streams catch up from PostgreSQL", key, exc_info=True
