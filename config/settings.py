@@ -218,8 +218,9 @@ DASHSCOPE_BASE_URL = env_str("DASHSCOPE_BASE_URL", "")  # empty: DashScope's com
 # The event stream (docs/spec/sse-events-and-usage.md).
 AGENT_EVENTS_STREAM_MAXLEN = env_int("AGENT_EVENTS_STREAM_MAXLEN", 10_000, minimum=100)
 # A worker's journal writer starts a round of writes at most this often (seconds): under
-# load each round carries more runs' events; an event after a quiet spell goes at once.
-AGENT_EVENTS_WRITE_INTERVAL = env_float("AGENT_EVENTS_WRITE_INTERVAL", 0.005, minimum=0.0)
+# load each round carries more runs' events; an event after a quiet spell goes at once, and a
+# job waiting for its events (a stage's end) starts a round at once.
+AGENT_EVENTS_WRITE_INTERVAL = env_float("AGENT_EVENTS_WRITE_INTERVAL", 0.008, minimum=0.0)
 AGENT_SSE_KEEPALIVE_SECONDS = env_float("AGENT_SSE_KEEPALIVE_SECONDS", 15.0, minimum=0.05)
 AGENT_STREAM_TOKEN_TTL_SECONDS = env_int("AGENT_STREAM_TOKEN_TTL_SECONDS", 300, minimum=10)
 # How long a process remembers an API token it has looked up (0: not at all): a token

@@ -337,14 +337,17 @@ class JournalWriter:
     round takes all that is waiting, of every run, and writes it in one fenced ``INSERT``
     on the writer's own connection (autocommit), then adds each run's batch to its thread's
     stream in one Redis command. A round starts as soon as the one before it ends, but no
-    sooner than ``AGENT_EVENTS_WRITE_INTERVAL`` after it started, so an event waits at most
-    that, or a round's time, beyond its own write, and the more runs are in flight the more
-    each statement carries (docs/architecture.md, "The journal")."""
+    sooner than ``AGENT_EVENTS_WRITE_INTERVAL`` after it started (unless a job waits for
+    its events: ``written``), so an event waits at most that, or a round's time, beyond its
+    own write, and the more runs are in flight the more each statement carries
+    (docs/architecture.md, "The journal")."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
         self._waiting: dict[int, RunEventEmitter] = {}
         self._wake = asyncio.Event()
+        # While the writer waits for its next round's time: set to start the round at once.
+        self._hurry: asyncio.Future[None] | None = None
         self._round_done = asyncio.Condition()
         self._task: asyncio.Task[None] | None = None
         self._connection: psycopg.AsyncConnection[Any] | None = None
@@ -359,7 +362,11 @@ class JournalWriter:
             self._task = self._loop.create_task(self._serve())
 
     async def written(self, emitter: RunEventEmitter) -> None:
-        """Wait until what ``emitter`` handed on so far is written, or has failed."""
+        """Wait until what ``emitter`` handed on so far is written, or has failed. A job
+        waits for this at a stage's end (its answer stored after its events): the round
+        starts at once, not at its time."""
+        if self._hurry is not None and not self._hurry.done():
+            self._hurry.set_result(None)
         async with self._round_done:
             await self._round_done.wait_for(
                 lambda: not emitter.writing or emitter._failure is not None
@@ -374,7 +381,7 @@ class JournalWriter:
             # statement per token).
             wait = last_round + settings.AGENT_EVENTS_WRITE_INTERVAL - self._loop.time()
             if wait > 0:
-                await asyncio.sleep(wait)
+                await self._round_time(wait)
             last_round = self._loop.time()
             self._wake.clear()
             batches = self._take()
@@ -392,6 +399,16 @@ class JournalWriter:
                     emitter._taken = 0
                 async with self._round_done:
                     self._round_done.notify_all()
+
+    async def _round_time(self, wait: float) -> None:
+        """Wait ``wait`` seconds, or less when a job waits for its events (``written``)."""
+        hurry = self._hurry = self._loop.create_future()
+        timer = self._loop.call_later(wait, _resolve, hurry)
+        try:
+            await hurry
+        finally:
+            timer.cancel()
+            self._hurry = None
 
     def _take(self) -> list[tuple[RunEventEmitter, list[dict[str, Any]]]]:
         batches, rows = [], 0
@@ -539,6 +556,11 @@ async def close_event_connection() -> None:
     writer = _WRITERS.pop(asyncio.get_running_loop(), None)
     if writer is not None:
         await writer.close()
+
+
+def _resolve(future: "asyncio.Future[None]") -> None:
+    if not future.done():
+        future.set_result(None)
 
 
 def _logged(task: Callable[[], None]) -> Callable[[], None]:

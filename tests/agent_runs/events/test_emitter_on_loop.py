@@ -19,6 +19,7 @@ from ag_ui.core import (
 )
 from django.db import transaction
 
+from agent_runs.db import db_call
 from agent_runs.errors import RunNoLongerRunning
 from agent_runs.events import emitter as event_log
 from agent_runs.events.emitter import RunEventEmitter, close_event_connection
@@ -151,3 +152,27 @@ def test_many_runs_events_share_statements_and_a_lost_claim_stops_only_its_run(a
     # 150 events of three runs (and the lost run's one): far fewer statements than events,
     # most of them carrying several runs' events.
     assert len(statements) < 60
+
+
+def test_a_flush_starts_the_next_round_at_once_not_at_its_time(alice, redis_queue, settings):
+    # Rounds a second apart: a token would wait that long for its write, but a job that
+    # waits for its events (a stage's end) does not.
+    settings.AGENT_EVENTS_WRITE_INTERVAL = 1.0
+    run, emitter, ids = claimed_run(alice)
+
+    async def stage() -> tuple[float, float]:
+        loop = asyncio.get_running_loop()
+        emitter.emit(RunStartedEvent(thread_id=ids["threadId"], run_id=ids["runId"]))
+        await emitter.flush_async()  # the first round: at once
+        emitter.emit(StepStartedEvent(step_name="worker", **ids))
+        await asyncio.sleep(0.05)
+        stored_before_flush = await db_call(RunEvent.objects.filter(run=run).count)
+        started = loop.time()
+        await emitter.flush_async()  # the round's time is a second away
+        return stored_before_flush, loop.time() - started
+
+    stored_before_flush, took = run_coroutine(stage())
+
+    assert stored_before_flush == 1  # the second event waited for its round's time
+    assert took < 0.5
+    assert RunEvent.objects.filter(run=run).count() == 2
