@@ -6,6 +6,7 @@ the executor would never be checked again).
 And models read by a raw statement (a run's hot path writes and reads in one statement where
 the ORM would take several, or compile each again): ``columns_sql`` and ``model_from_row``."""
 
+import json
 from collections.abc import Callable, Sequence
 from functools import cache
 from typing import Any, TypeVar
@@ -39,24 +40,45 @@ def columns_sql(model: type[Model], alias: str) -> str:
     return ", ".join(f"{alias}.{quote(str(field.column))}" for field in model._meta.concrete_fields)
 
 
+def json_column(value: Any) -> Any:
+    """A JSON column as a raw statement reads it: its text (Django reads PostgreSQL's jsonb
+    as text, and SQLite has nothing else), or the value itself where a driver decodes it."""
+    return json.loads(value) if isinstance(value, str | bytes) else value
+
+
 def model_from_row(model: type[M], values: Sequence[Any]) -> M:
     """An instance of ``model`` from a raw row of its concrete fields' columns (``columns_sql``),
-    each value converted from the database as the ORM converts it."""
-    attnames, converters = _row_reader(model)
+    each value converted from the database as the ORM converts it (the backend's converters,
+    then the field's)."""
+    attnames, converters = _row_reader(model, db_connection.vendor)
     converted = list(values)
-    for index, convert in converters:
-        converted[index] = convert(converted[index], None, db_connection)
+    for index, field_converters in converters:
+        value = converted[index]
+        for convert, expression in field_converters:
+            value = convert(value, expression, db_connection)
+        converted[index] = value
     return model.from_db(db_connection.alias, attnames, converted)
 
 
 @cache
 def _row_reader(
-    model: type[Model],
-) -> tuple[list[str], list[tuple[int, Callable[..., Any]]]]:
-    fields = model._meta.concrete_fields
-    converters = [
-        (index, field.from_db_value)
-        for index, field in enumerate(fields)
-        if hasattr(field, "from_db_value")
-    ]
-    return [field.attname for field in fields], converters
+    model: type[Model], vendor: str
+) -> tuple[list[str], list[tuple[int, list[tuple[Callable[..., Any], Any]]]]]:
+    converters = []
+    for index, field in enumerate(model._meta.concrete_fields):
+        column = field.get_col(model._meta.db_table)
+        found = [
+            *db_connection.ops.get_db_converters(column),
+            *field.get_db_converters(db_connection),
+        ]
+        if found:
+            converters.append((index, [(convert, column) for convert in found]))
+    return [field.attname for field in model._meta.concrete_fields], converters
+
+
+def db_param(model: type[Model], field_name: str, value: Any) -> Any:
+    """``value`` as a raw statement's parameter for the model's field (a UUID is text on
+    SQLite)."""
+    field = model._meta.get_field(field_name)
+    target: Any = getattr(field, "target_field", field)
+    return target.get_db_prep_value(value, db_connection)

@@ -8,6 +8,7 @@ from decimal import Decimal
 from typing import Any
 
 from django.contrib.auth import get_user_model
+from django.db import connection
 from django.db.models import QuerySet, Sum
 from django.db.models.expressions import RawSQL
 
@@ -127,10 +128,43 @@ def run_usage_summary(*, run: Run, recorded_by: datetime | None = None) -> Usage
     ``recorded_by``: only the records made by then (a protocol's final object counts the
     calls recorded by the run's end, so a replay tells what the live stream told, even when
     a call cut short by a cancel is recorded after it)."""
+    if recorded_by is None and connection.vendor == "postgresql":
+        # Every run's answer reads it: a statement of constant text (PostgreSQL's numeric
+        # comes as Decimal; SQLite's money needs the ORM's converters).
+        with connection.cursor() as cursor:
+            cursor.execute(_RUN_CALLS, [run.pk])
+            return summarise([_priced_row(row) for row in cursor.fetchall()])
     records = UsageRecord.objects.filter(run=run).order_by("id")
     if recorded_by is not None:
         records = records.filter(created_at__lte=recorded_by)
     return summarise([_priced_call(record) for record in records])
+
+
+_CALL_USAGE_FIELDS = (
+    "input_tokens",
+    "output_tokens",
+    "total_tokens",
+    "latency_ms",
+    "cached_prompt_tokens",
+    "prompt_cache_hit_tokens",
+    "prompt_cache_miss_tokens",
+    "reasoning_tokens",
+    "direct_cost",
+)
+_RUN_CALLS = (
+    f"SELECT {', '.join(_CALL_USAGE_FIELDS)}, catalog_cost, currency "
+    f"FROM {UsageRecord._meta.db_table} WHERE run_id = %s ORDER BY id"
+)
+
+
+def _priced_row(row: tuple[Any, ...]) -> PricedCall:
+    """``_priced_call`` of a record read as ``_RUN_CALLS`` reads it."""
+    width = len(_CALL_USAGE_FIELDS)
+    return PricedCall(
+        usage=CallUsage(**dict(zip(_CALL_USAGE_FIELDS, row[:width], strict=True))),
+        catalog_cost=row[width],
+        currency=row[width + 1],
+    )
 
 
 def run_usage_digest(*, run: Run, any_records: bool = True) -> dict[str, Any]:

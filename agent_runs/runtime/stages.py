@@ -45,7 +45,7 @@ from agent_runs.runtime.output import AgentOutput, RouteDecision
 from agent_runs.runtime.tools.context import ToolContext
 from agent_runs.runtime.tools.memory import memory_tools
 from agent_runs.runtime.tools.registry import tools_for
-from agent_runs.selectors.context import context_messages_for
+from agent_runs.selectors.context import context_messages_for, run_user_message
 from agent_runs.selectors.profiles import user_locale, user_profile_settings
 from agent_runs.services.artifacts import ANSWER_FILE_NAME, agent_artifact_create
 from agent_runs.services.messages import StageAnswer, ToolResult, run_stage_messages_store
@@ -109,7 +109,7 @@ class RunTurn:
         store_usage: Callable[[str, list[ModelCall]], int],
     ) -> "RunTurn":
         """The turn of a run, with what its stages read (from a database thread)."""
-        user_message = run.messages.get(role=Message.Role.USER)
+        user_message = run_user_message(run_pk=run.pk)
         configs: dict[str, StageConfig | Exception] = {}
         for stage in (Stage.ROUTER, Stage.WORKER, Stage.MEMORY):
             try:

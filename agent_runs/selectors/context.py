@@ -4,8 +4,9 @@ about the user."""
 import uuid
 from collections.abc import Sequence
 
-from django.db.models import F
+from django.db import connection
 
+from agent_runs.db import columns_sql, db_param, json_column, model_from_row
 from agent_runs.models import Message, UserMemory, Visibility
 
 
@@ -24,19 +25,19 @@ def context_messages_for(
     any_of = 0
     for consumer in consumers:
         any_of |= int(consumer)
-    rows = (
-        Message.objects.filter(
-            thread_id=thread_id,
-            seq__lt=before_seq,
-            role__in=[Message.Role.USER, Message.Role.ASSISTANT, Message.Role.TOOL],
+    roles = (Message.Role.USER, Message.Role.ASSISTANT, Message.Role.TOOL)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _CONTEXT_ROWS,
+            [
+                db_param(Message, "thread", thread_id),
+                before_seq,
+                *roles,
+                any_of,
+                _CONTEXT_MESSAGES_MAX * len(consumers),
+            ],
         )
-        .alias(visible=F("visibility_mask").bitand(any_of))
-        .filter(visible__gt=0)
-        .order_by("-seq")
-        .values_list("role", "content", "metadata", "visibility_mask")[
-            : _CONTEXT_MESSAGES_MAX * len(consumers)
-        ]
-    )
+        rows = cursor.fetchall()
     contexts: dict[Visibility, list[tuple[str, str]]] = {}
     for consumer in consumers:
         chosen: list[tuple[str, str]] = []
@@ -45,7 +46,7 @@ def context_messages_for(
             if not mask & int(consumer):
                 continue
             if role == Message.Role.TOOL:
-                tool = metadata.get("tool_name", "tool")
+                tool = json_column(metadata).get("tool_name", "tool")
                 role, content = "assistant", f"[{tool} result] {content}"
             spent += len(content) // 4 + 4
             if spent > token_budget or len(chosen) == _CONTEXT_MESSAGES_MAX:
@@ -57,16 +58,42 @@ def context_messages_for(
 
 _CONTEXT_MESSAGES_MAX = 200
 
+# Every run reads these as its job starts: statements of constant text (the ORM compiled
+# each again for every run), in SQL that PostgreSQL and SQLite both speak.
+_CONTEXT_ROWS = (
+    f"SELECT role, content, metadata, visibility_mask FROM {Message._meta.db_table} "
+    "WHERE thread_id = %s AND seq < %s AND role IN (%s, %s, %s) "
+    "AND (visibility_mask & %s) > 0 ORDER BY seq DESC LIMIT %s"
+)
+_MEMORY_ROWS = (
+    f"SELECT id, kind, content FROM {UserMemory._meta.db_table} WHERE owner_id = %s "
+    "ORDER BY created_at DESC, id DESC LIMIT %s"
+)
+_RUN_USER_MESSAGE = (
+    f"SELECT {columns_sql(Message, 'm')} FROM {Message._meta.db_table} AS m "
+    "WHERE m.run_id = %s AND m.role = %s"
+)
+
 
 def user_memory_notes(*, user_id: int, limit: int) -> str:
     """What the memory stage kept about the user, newest first, as prompt lines
     (``[id] kind: content``); empty when nothing is kept."""
-    rows = (
-        UserMemory.objects.filter(owner_id=user_id)
-        .order_by("-created_at", "-pk")
-        .values_list("pk", "kind", "content")[:limit]
-    )
+    with connection.cursor() as cursor:
+        cursor.execute(_MEMORY_ROWS, [user_id, limit])
+        rows = cursor.fetchall()
     return "\n".join(f"[{pk}] {kind}: {content}" for pk, kind, content in rows)
+
+
+def run_user_message(*, run_pk: int) -> Message:
+    """The user message a run answers (``Message.DoesNotExist`` when it has none)."""
+    with connection.cursor() as cursor:
+        cursor.execute(_RUN_USER_MESSAGE, [run_pk, Message.Role.USER.value])
+        rows = cursor.fetchall()
+    if not rows:
+        raise Message.DoesNotExist(f"run {run_pk} has no user message")
+    if len(rows) > 1:
+        raise Message.MultipleObjectsReturned(f"run {run_pk} has {len(rows)} user messages")
+    return model_from_row(Message, rows[0])
 
 
 def user_memory_count(*, user_id: int) -> int:

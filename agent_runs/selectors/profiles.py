@@ -3,14 +3,26 @@
 from typing import Any
 from zoneinfo import ZoneInfo
 
+from django.db import connection
+
+from agent_runs.db import json_column
 from agent_runs.models import UserProfile
 from agent_runs.run_input import iana_timezones
 
 
 def user_profile_settings(*, user_id: Any) -> dict[str, Any]:
     """The user's profile settings ({} when the user has no profile)."""
-    found = UserProfile.objects.filter(user_id=user_id).values_list("settings", flat=True).first()
+    # A statement of constant text: every run's answer reads it (the user's locale).
+    with connection.cursor() as cursor:
+        cursor.execute(_PROFILE_SETTINGS, [user_id])
+        row = cursor.fetchone()
+    found = None if row is None else json_column(row[0])
     return found if isinstance(found, dict) else {}
+
+
+_PROFILE_SETTINGS = (
+    f"SELECT settings FROM {UserProfile._meta.db_table} WHERE user_id = %s ORDER BY id LIMIT 1"
+)
 
 
 def user_timezone(profile_settings: dict[str, Any]) -> ZoneInfo | None:

@@ -129,6 +129,9 @@ def test_the_runs_summary_adds_its_calls_and_answers_a_decimal_total(
         400,
         5750,
     )
+    # The raw statement (no cut-off) reads what the ORM reads (a cut-off far ahead).
+    later = timezone.now() + timedelta(days=1)
+    assert run_usage_summary(run=run, recorded_by=later) == summary
     assert run_usage_digest(run=run) == {
         "totalTokens": 34_501,
         "cachedPromptTokens": 1024,
