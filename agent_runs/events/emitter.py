@@ -336,11 +336,12 @@ class JournalWriter:
     """Writes the events every emitter on one event loop hands on (a worker's runs): each
     round takes all that is waiting, of every run, and writes it in one fenced ``INSERT``
     on the writer's own connection (autocommit), then adds each run's batch to its thread's
-    stream in one Redis command. A round starts as soon as the one before it ends, but no
-    sooner than ``AGENT_EVENTS_WRITE_INTERVAL`` after it started (unless a job waits for
-    its events: ``written``), so an event waits at most that, or a round's time, beyond its
-    own write, and the more runs are in flight the more each statement carries
-    (docs/architecture.md, "The journal")."""
+    stream in one Redis command. A round starts as soon as the one before it ends, but,
+    when that one carried more than one run's events, no sooner than
+    ``AGENT_EVENTS_WRITE_INTERVAL`` after it started (unless a job waits for its events:
+    ``written``), so an event waits at most that, or a round's time, beyond its own write,
+    and the more runs are in flight the more each statement carries (docs/architecture.md,
+    "The journal")."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
@@ -374,17 +375,20 @@ class JournalWriter:
 
     async def _serve(self) -> None:
         last_round = 0.0
+        shared = False  # whether the last round carried more than one run's events
         while True:
             await self._wake.wait()
-            # Rounds at most every AGENT_EVENTS_WRITE_INTERVAL: what the runs emit meanwhile
-            # joins this one (a token every 20 ms from each of 30 runs: a few rounds, not a
-            # statement per token).
+            # Under load, rounds at most every AGENT_EVENTS_WRITE_INTERVAL: what the runs
+            # emit meanwhile joins this one (a token every 20 ms from each of 30 runs: a few
+            # rounds, not a statement per token). A round of one run's events shares its
+            # cost with no other run: the next goes as soon as it ends.
             wait = last_round + settings.AGENT_EVENTS_WRITE_INTERVAL - self._loop.time()
-            if wait > 0:
+            if shared and wait > 0:
                 await self._round_time(wait)
             last_round = self._loop.time()
             self._wake.clear()
             batches = self._take()
+            shared = len(batches) > 1
             if not batches:
                 continue
             try:

@@ -154,16 +154,21 @@ def test_many_runs_events_share_statements_and_a_lost_claim_stops_only_its_run(a
     assert len(statements) < 60
 
 
-def test_a_flush_starts_the_next_round_at_once_not_at_its_time(alice, redis_queue, settings):
-    # Rounds a second apart: a token would wait that long for its write, but a job that
-    # waits for its events (a stage's end) does not.
+def test_after_a_shared_round_the_next_waits_its_time_unless_a_job_waits_for_it(
+    alice, redis_queue, settings
+):
+    # Rounds a second apart once they carry several runs' events: a token would wait that
+    # long for its write, but a job that waits for its events (a stage's end) does not.
     settings.AGENT_EVENTS_WRITE_INTERVAL = 1.0
     run, emitter, ids = claimed_run(alice)
+    other_run, other, other_ids = claimed_run(alice)
 
-    async def stage() -> tuple[float, float]:
+    async def stage() -> tuple[int, float]:
         loop = asyncio.get_running_loop()
         emitter.emit(RunStartedEvent(thread_id=ids["threadId"], run_id=ids["runId"]))
-        await emitter.flush_async()  # the first round: at once
+        other.emit(RunStartedEvent(thread_id=other_ids["threadId"], run_id=other_ids["runId"]))
+        await emitter.flush_async()  # one round for both runs
+        await other.flush_async()
         emitter.emit(StepStartedEvent(step_name="worker", **ids))
         await asyncio.sleep(0.05)
         stored_before_flush = await db_call(RunEvent.objects.filter(run=run).count)
@@ -176,3 +181,18 @@ def test_a_flush_starts_the_next_round_at_once_not_at_its_time(alice, redis_queu
     assert stored_before_flush == 1  # the second event waited for its round's time
     assert took < 0.5
     assert RunEvent.objects.filter(run=run).count() == 2
+    assert RunEvent.objects.filter(run=other_run).count() == 1
+
+
+def test_a_lone_runs_events_do_not_wait_for_a_rounds_time(alice, redis_queue, settings):
+    settings.AGENT_EVENTS_WRITE_INTERVAL = 1.0
+    run, emitter, ids = claimed_run(alice)
+
+    async def stage() -> int:
+        emitter.emit(RunStartedEvent(thread_id=ids["threadId"], run_id=ids["runId"]))
+        await emitter.flush_async()  # a round of this run alone
+        emitter.emit(StepStartedEvent(step_name="worker", **ids))
+        await asyncio.sleep(0.2)  # no flush: the writer's own round
+        return await db_call(RunEvent.objects.filter(run=run).count)
+
+    assert run_coroutine(stage()) == 2
