@@ -33,6 +33,7 @@ from functools import lru_cache
 from typing import Any
 
 import aiohttp
+import httpx
 from agentscope._utils._common import _flatten_json_schema, _generate_id
 from agentscope.credential import (
     CredentialBase,
@@ -227,8 +228,9 @@ _CONNECTIONS = 256
 @lru_cache(maxsize=1)
 def _tls_context() -> ssl.SSLContext:
     """One context to verify every provider with (loading the trusted certificates is
-    costly), the system's."""
-    return ssl.create_default_context()
+    costly): httpx's, with certifi's certificates (as the SDK verified them), not the
+    system's, which a slim container may lack."""
+    return httpx.create_ssl_context()
 
 
 _CLIENTS: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, aiohttp.ClientSession]]"
