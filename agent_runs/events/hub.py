@@ -115,16 +115,20 @@ class StreamHub:
         wake_position = b"$"
         pool = self.client.connection_pool
         connection: Any = None
+        reading = False  # a read sent and its reply not read yet
         try:
             while self.subscribers:
                 try:
                     if connection is None:
                         connection = await pool.get_connection()
+                    reading = True
                     await connection.send_packed_command(
                         self._command(wake_position), check_health=False
                     )
                     result: Any = await connection.read_response(timeout=_BLOCK_MS / 1000 + 10)
+                    reading = False
                 except (RedisError, OSError):
+                    reading = False
                     logger.warning(
                         "Redis read failed; streams catch up from PostgreSQL", exc_info=True
                     )
@@ -135,7 +139,7 @@ class StreamHub:
                     await self._reset_all()
                     wake_position = b"$"
                     continue
-                # RESP3 (redis-py's default from 8) answers a map; RESP2, pairs in a list.
+                # A RESP3 connection answers a map; RESP2 (the default), pairs in a list.
                 streams = result.items() if isinstance(result, dict) else result or ()
                 for raw_key, entries in streams:
                     key = raw_key.decode()
@@ -150,6 +154,8 @@ class StreamHub:
                         subscription.deliver(delivery)
         finally:
             if connection is not None:
+                if reading:  # stopped mid-read: its reply must not reach the pool's next user
+                    await connection.disconnect(nowait=True)
                 await pool.release(connection)
 
     def _command(self, wake_position: bytes) -> list[bytes]:
