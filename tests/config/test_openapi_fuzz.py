@@ -13,6 +13,7 @@ import json
 import re
 from typing import Any
 
+import httpx
 import pytest
 import schemathesis
 from drf_spectacular.generators import SchemaGenerator
@@ -101,6 +102,29 @@ def test_the_live_api_answers_as_its_schema_says(
         )
 
     answers_as_its_schema_says()
+
+
+PATHS = sorted({result.ok().path for result in SCHEMA.get_all_operations()})
+
+
+@pytest.mark.parametrize("method", ["OPTIONS", "HEAD"])
+def test_every_path_answers_options_and_head_below_500(
+    method: str, daphne_port: int, alice_token: str, alices_thread: dict[str, str]
+) -> None:
+    """Every path of the schema, asked a method it may not list (OPTIONS, HEAD), answers
+    below 500, and OPTIONS answers JSON (DRF's description, or the error)."""
+    headers = {"Authorization": f"Bearer {alice_token}"}
+    answered = {}
+    for path in PATHS:
+        url = re.sub(r"{(\w+)}", lambda found: alices_thread.get(found[1], "x"), path)
+        response = httpx.request(
+            method, f"http://127.0.0.1:{daphne_port}{url}", headers=headers, timeout=10
+        )
+        answered[path] = response.status_code
+        if method == "OPTIONS" and response.content:
+            assert response.headers["content-type"].startswith("application/json"), path
+    assert {path: code for path, code in answered.items() if code >= 500} == {}
+    assert len(answered) == len(PATHS) > 20
 
 
 def test_every_operation_is_fuzzed_but_the_one_that_streams_for_ever():

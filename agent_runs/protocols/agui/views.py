@@ -94,6 +94,19 @@ class _RunStartApi(APIView):
         self.request.accepted_media_type = JSONRenderer.media_type
         return super().handle_exception(exc)
 
+    def finalize_response(
+        self, request: Request, response: Response, *args: Any, **kwargs: Any
+    ) -> Response:
+        # Only a run's POST answers the event stream (a response of its own): anything else
+        # this view answers (OPTIONS' description) is JSON, though the event stream is the
+        # media type the view prefers.
+        if isinstance(response, Response) and isinstance(
+            getattr(request, "accepted_renderer", None), EventStreamRenderer
+        ):
+            request.accepted_renderer = JSONRenderer()
+            request.accepted_media_type = JSONRenderer.media_type
+        return super().finalize_response(request, response, *args, **kwargs)
+
 
 class RunCreateApi(_RunStartApi):
     """``POST /api/v1/agent/runs``: a RunAgentInput holding the one new user message."""
