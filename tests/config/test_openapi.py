@@ -145,3 +145,28 @@ def test_the_docs_pages_are_public_and_load_only_this_services_static_files(clie
     for source in sources:
         assert source.startswith(static_url), source
         assert finders.find(source.removeprefix(static_url)), source
+
+
+def test_every_operation_that_takes_a_json_body_lists_the_400_of_malformed_json(client):
+    schema = schema_json(client)
+    missing = []
+    for path, item in schema["paths"].items():
+        for method, operation in item.items():
+            body = operation.get("requestBody", {}).get("content", {})
+            if "application/json" in body and "400" not in operation["responses"]:
+                missing.append((method, path))
+    assert missing == []
+
+
+def test_the_spec_sets_artifact_download_is_documented_for_any_media_type(client):
+    # It answers the artifact's own type (text/markdown for an answer, image/png for an
+    # image: tests/agent_runs/protocols/agent_protocol/test_spec_routes.py).
+    schema = schema_json(client)
+    downloads = [
+        operation
+        for item in schema["paths"].values()
+        for operation in item.values()
+        if operation.get("operationId") == "ap_step_artifacts_download"
+    ]
+    assert len(downloads) == 1
+    assert set(downloads[0]["responses"]["200"]["content"]) == {"*/*"}

@@ -385,7 +385,8 @@ class StepArtifactDownloadApi(_Api):
         summary="Download an artifact",
         tags=_TAGS,
         responses={
-            (200, "application/octet-stream"): OpenApiTypes.BINARY,
+            # The artifact's own media type (an image/png answers image/png).
+            (200, "*/*"): OpenApiTypes.BINARY,
             **error_responses(401, 404),
         },
     )

@@ -112,7 +112,7 @@ class TaskListApi(_Api):
         summary="Create a task (it runs a step at a time)",
         tags=_TAGS,
         request=OpenApiTypes.OBJECT,
-        responses={200: OpenApiTypes.OBJECT, **error_responses(401, 422)},
+        responses={200: OpenApiTypes.OBJECT, **error_responses(400, 401, 422)},
     )
     def post(self, request: Request) -> Response:
         body = body_parse(OfficialTaskCreate, request.data, status=422)

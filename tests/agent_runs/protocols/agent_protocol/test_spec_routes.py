@@ -237,3 +237,11 @@ def test_malformed_json_and_strangers_are_told_in_the_spec_shape(alice, bob, red
     )
     anonymous = alice.__class__()
     assert error_of(anonymous.get("/api/tasks"), 401)["error"] == "Unauthorized"
+
+
+def test_the_official_sets_task_post_answers_malformed_json_with_its_400(alice):
+    answer = alice.post(
+        "/ap/v1/agent/tasks", data=b'{"input": "Plan', content_type="application/json"
+    )
+    error_of(answer, 400)
+    assert not Thread.objects.exists()
