@@ -122,6 +122,9 @@ class Run(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # When a client last resumed the paused run: from then on it is under way again (the
+    # Agent Protocol reports its task ``running``), though it waits in the queue.
+    resumed_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         constraints = [

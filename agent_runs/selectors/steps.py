@@ -40,7 +40,8 @@ def numbered_page(rows: QuerySet[M], *, number: int, size: int) -> NumberedPage[
 
 def tasks_of_user(*, user: AbstractBaseUser) -> QuerySet[Thread]:
     """The caller's threads, newest first, each with its latest run's ``latest_run_status``
-    and ``latest_run_pause_requested`` (``None`` without runs) and the first thing it was
+    ``latest_run_pause_requested`` and ``latest_run_resumed_at`` (``None`` without runs) and
+    the first thing it was
     asked (``first_input``: its first user message's text)."""
     return _as_tasks(Thread.objects.filter(owner_id=user.pk)).order_by("-created_at", "-pk")
 
@@ -61,6 +62,7 @@ def _as_tasks(threads: QuerySet[Thread]) -> QuerySet[Thread]:
     return threads.annotate(
         latest_run_status=Subquery(latest.values("status")[:1]),
         latest_run_pause_requested=Subquery(latest.values("pause_requested")[:1]),
+        latest_run_resumed_at=Subquery(latest.values("resumed_at")[:1]),
         first_input=Subquery(first_user.values("content")[:1]),
     )
 

@@ -277,6 +277,8 @@ def run_resume(*, run: Run, steps: int | None = None) -> Run:
         queued = locked.status == Run.Status.PAUSED
         if queued:
             changes["status"] = Run.Status.QUEUED
+        if queued or locked.pause_requested:
+            changes["resumed_at"] = timezone.now()
         Run.objects.filter(pk=run.pk).update(**changes)
         if queued:
             run_status_changed_send(run_pk=run.pk, status=Run.Status.QUEUED)

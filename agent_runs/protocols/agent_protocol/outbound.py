@@ -30,7 +30,9 @@ _TASK_STATUS = {
 
 def run_task_status(run: Run | None) -> str:
     """The status of a task whose latest run is ``run`` (``None``: it has none)."""
-    return task_status(run.status if run else None, run.pause_requested if run else None)
+    if run is None:
+        return task_status(None, None)
+    return task_status(run.status, run.pause_requested, resumed=run.resumed_at is not None)
 
 
 def _thread_task_status(thread: Thread) -> str:
@@ -38,14 +40,20 @@ def _thread_task_status(thread: Thread) -> str:
     return task_status(
         thread.latest_run_status,  # type: ignore[attr-defined]
         thread.latest_run_pause_requested,  # type: ignore[attr-defined]
+        resumed=thread.latest_run_resumed_at is not None,  # type: ignore[attr-defined]
     )
 
 
-def task_status(run_status: str | None, pause_requested: bool | None) -> str:
+def task_status(
+    run_status: str | None, pause_requested: bool | None, *, resumed: bool = False
+) -> str:
     """A running run whose pause was asked for reports ``paused`` at once (its job parks it
-    at the next stage boundary)."""
+    at the next stage boundary); a resumed run reports ``running`` at once, though it waits
+    in the queue for a worker."""
     if run_status == Run.Status.RUNNING and pause_requested:
         return "paused"
+    if run_status == Run.Status.QUEUED and resumed:
+        return "running"
     return _TASK_STATUS[None if run_status is None else Run.Status(run_status)]
 
 
@@ -77,7 +85,9 @@ def spec_task_detail(thread: Thread, runs: Iterable[Run]) -> dict[str, Any]:
         "cycles": [
             {
                 "cycle_id": run.run_id,
-                "status": task_status(run.status, run.pause_requested),
+                "status": task_status(
+                    run.status, run.pause_requested, resumed=run.resumed_at is not None
+                ),
                 "created_at": _time(run.created_at),
                 "started_at": _time(run.started_at),
                 "finished_at": _time(run.finished_at),

@@ -180,7 +180,11 @@ def test_pause_resume_and_cancel_of_a_queued_task(alice, redis_queue):
     assert not Step.objects.filter(thread_id=task_id).exists()
 
     resumed = send(lambda: alice.post(f"/api/tasks/{task_id}/resume"))
-    assert resumed.json() == {"task_id": task_id, "status": "created"}
+    # Under way again from the resume on, though it waits for a worker (spec: running).
+    assert resumed.json() == {"task_id": task_id, "status": "running"}
+    assert alice.get(f"/api/tasks/{task_id}").json()["status"] == "running"
+    listed = alice.get("/api/tasks").json()
+    assert [task["status"] for task in listed["tasks"] if task["task_id"] == task_id] == ["running"]
     body = error_of(alice.post(f"/api/tasks/{task_id}/resume"), 409)
     assert body["message"] == "the task is not paused"
     work_burst(redis_queue)
