@@ -3,6 +3,7 @@ totals, aggregated in SQL."""
 
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
+from dataclasses import fields as dataclass_fields
 from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal
 from typing import Any
@@ -140,17 +141,7 @@ def run_usage_summary(*, run: Run, recorded_by: datetime | None = None) -> Usage
     return summarise([_priced_call(record) for record in records])
 
 
-_CALL_USAGE_FIELDS = (
-    "input_tokens",
-    "output_tokens",
-    "total_tokens",
-    "latency_ms",
-    "cached_prompt_tokens",
-    "prompt_cache_hit_tokens",
-    "prompt_cache_miss_tokens",
-    "reasoning_tokens",
-    "direct_cost",
-)
+_CALL_USAGE_FIELDS = tuple(field.name for field in dataclass_fields(CallUsage))
 _RUN_CALLS = (
     f"SELECT {', '.join(_CALL_USAGE_FIELDS)}, catalog_cost, currency "
     f"FROM {UsageRecord._meta.db_table} WHERE run_id = %s ORDER BY id"
@@ -223,17 +214,7 @@ def format_cost(cost: Decimal) -> str:
 
 def _priced_call(record: UsageRecord) -> PricedCall:
     return PricedCall(
-        usage=CallUsage(
-            input_tokens=record.input_tokens,
-            output_tokens=record.output_tokens,
-            total_tokens=record.total_tokens,
-            latency_ms=record.latency_ms,
-            cached_prompt_tokens=record.cached_prompt_tokens,
-            prompt_cache_hit_tokens=record.prompt_cache_hit_tokens,
-            prompt_cache_miss_tokens=record.prompt_cache_miss_tokens,
-            reasoning_tokens=record.reasoning_tokens,
-            direct_cost=record.direct_cost,
-        ),
+        usage=CallUsage(**{name: getattr(record, name) for name in _CALL_USAGE_FIELDS}),
         catalog_cost=record.catalog_cost,
         currency=record.currency,
     )

@@ -115,20 +115,19 @@ class StreamHub:
         wake_position = b"$"
         pool = self.client.connection_pool
         connection: Any = None
-        reading = False  # a read sent and its reply not read yet
         try:
             while self.subscribers:
                 try:
                     if connection is None:
                         connection = await pool.get_connection()
-                    reading = True
                     await connection.send_packed_command(
                         self._command(wake_position), check_health=False
                     )
-                    result: Any = await connection.read_response(timeout=_BLOCK_MS / 1000 + 10)
-                    reading = False
+                    # The client's socket timeout, longer than the block: a read that
+                    # outlives it fails and its connection is dropped (redis-py drops one
+                    # whose command is cut short, a cancel included).
+                    result: Any = await connection.read_response()
                 except (RedisError, OSError):
-                    reading = False
                     logger.warning(
                         "Redis read failed; streams catch up from PostgreSQL", exc_info=True
                     )
@@ -154,8 +153,6 @@ class StreamHub:
                         subscription.deliver(delivery)
         finally:
             if connection is not None:
-                if reading:  # stopped mid-read: its reply must not reach the pool's next user
-                    await connection.disconnect(nowait=True)
                 await pool.release(connection)
 
     def _command(self, wake_position: bytes) -> list[bytes]:

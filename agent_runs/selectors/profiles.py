@@ -20,9 +20,7 @@ def user_profile_settings(*, user_id: Any) -> dict[str, Any]:
     return found if isinstance(found, dict) else {}
 
 
-_PROFILE_SETTINGS = (
-    f"SELECT settings FROM {UserProfile._meta.db_table} WHERE user_id = %s ORDER BY id LIMIT 1"
-)
+_PROFILE_SETTINGS = f"SELECT settings FROM {UserProfile._meta.db_table} WHERE user_id = %s"
 
 
 def user_timezone(profile_settings: dict[str, Any]) -> ZoneInfo | None:

@@ -144,21 +144,18 @@ def _append_claimed(*, run: Run, claim_token: uuid.UUID, drafts: list[MessageDra
     ``seq`` moved on and the rows inserted, fenced on the claim, the run's row shared
     against a cancel as the journal's writes share it); whether the run was still the
     job's."""
-    columns: tuple[list[Any], ...] = ([], [], [], [], [], [])
-    for draft in drafts:
-        for column, value in zip(
-            columns,
-            (
-                draft.message_id,
-                draft.role.value,
-                draft.content,
-                json.dumps(draft.content_blocks),
-                json.dumps(draft.metadata),
-                int(draft.visibility),
-            ),
-            strict=True,
-        ):
-            column.append(value)
+    rows = [
+        (
+            draft.message_id,
+            draft.role.value,
+            draft.content,
+            json.dumps(draft.content_blocks),
+            json.dumps(draft.metadata),
+            int(draft.visibility),
+        )
+        for draft in drafts
+    ]
+    columns = [list(column) for column in zip(*rows, strict=True)]
     now = timezone.now()
     params: list[Any] = [
         *(len(drafts), now, run.thread_id, run.pk, Run.Status.RUNNING.value, claim_token),
