@@ -4,7 +4,8 @@ back at once (a stream lives for minutes, a worker for days: a connection kept b
 the executor would never be checked again).
 
 And models read by a raw statement (a run's hot path writes and reads in one statement where
-the ORM would take several, or compile each again): ``columns_sql`` and ``model_from_row``."""
+the ORM would take several, or compile each again): ``columns_sql`` and ``model_from_row``,
+``db_value`` for one column."""
 
 import json
 from collections.abc import Callable, Sequence
@@ -13,7 +14,7 @@ from typing import Any, TypeVar
 
 from asgiref.sync import sync_to_async
 from django.db import connection as db_connection
-from django.db.models import Model
+from django.db.models import Field, Model
 
 T = TypeVar("T")
 M = TypeVar("M", bound=Model)
@@ -66,14 +67,29 @@ def _row_reader(
 ) -> tuple[list[str], list[tuple[int, list[tuple[Callable[..., Any], Any]]]]]:
     converters = []
     for index, field in enumerate(model._meta.concrete_fields):
-        column = field.get_col(model._meta.db_table)
-        found = [
-            *db_connection.ops.get_db_converters(column),
-            *field.get_db_converters(db_connection),
-        ]
+        found = _field_converters(model, field.name, vendor)
         if found:
-            converters.append((index, [(convert, column) for convert in found]))
+            converters.append((index, found))
     return [field.attname for field in model._meta.concrete_fields], converters
+
+
+def db_value(model: type[Model], field_name: str, value: Any) -> Any:
+    """A value of the model's field as a raw statement read it, converted as the ORM converts
+    it (a time is text on SQLite)."""
+    for convert, expression in _field_converters(model, field_name, db_connection.vendor):
+        value = convert(value, expression, db_connection)
+    return value
+
+
+@cache
+def _field_converters(
+    model: type[Model], field_name: str, vendor: str
+) -> list[tuple[Callable[..., Any], Any]]:
+    field = model._meta.get_field(field_name)
+    assert isinstance(field, Field), f"{field_name} is a column of {model.__name__}"
+    column = field.get_col(model._meta.db_table)
+    found = [*db_connection.ops.get_db_converters(column), *field.get_db_converters(db_connection)]
+    return [(convert, column) for convert in found]
 
 
 def db_param(model: type[Model], field_name: str, value: Any) -> Any:

@@ -197,7 +197,9 @@ class RunEvent(models.Model):
     seq = models.PositiveIntegerField()
     type = models.CharField(max_length=32)
     payload = models.JSONField()
-    created_at = models.DateTimeField(auto_now_add=True)
+    # When it was written: one time for a batch written together, which a live stream reads
+    # from Redis and a replay from here (the Agent Protocol's frame ``timestamp``).
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
 
     class Meta:
         constraints = [

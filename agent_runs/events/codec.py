@@ -5,6 +5,7 @@ snake_case business fields kept as they are, internal statistics never on the wi
 """
 
 import json
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from ag_ui.core import BaseEvent, EventType, TextMessageContentEvent
@@ -175,14 +176,28 @@ def _close(opened: set[str], key: str, what: str) -> None:
 # --- reading ----------------------------------------------------------------------------------
 
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
+
+
+def epoch_microseconds(moment: datetime) -> int:
+    """A journal time as a stream entry carries it (exact: no float on the way)."""
+    return (moment - _EPOCH) // _MICROSECOND
+
+
+def from_epoch_microseconds(value: int) -> datetime:
+    return _EPOCH + timedelta(microseconds=value)
+
+
 class Event:
     """One event of the journal as a stream reads it: its id (the SSE id), its ordinal in its
     run (how a protocol's translator numbers it, the same live and replayed), its type and
-    runId, and its JSON as stored (``data``), which AG-UI frames as it is. ``payload``, the
-    decoded JSON, is decoded on first use (once for every stream of a process reading the
-    same Redis entry: the hub shares its events, so a reader never changes a payload)."""
+    runId, the time it was written (``at``, the same live and replayed), and its JSON as
+    stored (``data``), which AG-UI frames as it is. ``payload``, the decoded JSON, is decoded
+    on first use (once for every stream of a process reading the same Redis entry: the hub
+    shares its events, so a reader never changes a payload)."""
 
-    __slots__ = ("_payload", "data", "id", "run_id", "seq", "type")
+    __slots__ = ("_payload", "at", "data", "id", "run_id", "seq", "type")
 
     def __init__(
         self,
@@ -192,12 +207,14 @@ class Event:
         *,
         type: str,
         run_id: str | None,
+        at: datetime,
         payload: dict[str, Any] | None = None,
     ) -> None:
         self.id = id
         self.seq = seq
         self.type = type
         self.run_id = run_id
+        self.at = at
         self.data = data
         self._payload = payload
 
@@ -214,8 +231,8 @@ class Event:
 class StoredEntry:
     """One entry of a thread's Redis stream (written by ``emitter.py``): a batch of one run's
     events, ``ids`` in order, ``prev`` the thread's event before them. ``events`` is
-    ``None`` for an entry that does not carry its events' ordinals (written by a worker of
-    an earlier release): a reader takes them from PostgreSQL instead."""
+    ``None`` for an entry that does not carry its events' ordinals and time (written by a
+    worker of an earlier release): a reader takes them from PostgreSQL instead."""
 
     __slots__ = ("events", "ids", "prev")
 
@@ -234,9 +251,10 @@ def stored_entry_read(fields: dict[bytes, bytes]) -> StoredEntry:
     is decoded once, element by element, and each element's text is a slice of it."""
     ids = [int(event_id) for event_id in fields[b"ids"].split(b",")]
     prev = int(fields[b"prev"])
-    if b"seq" not in fields:
+    if b"seq" not in fields or b"at" not in fields:
         return StoredEntry(ids, prev, None)
     first_seq = int(fields[b"seq"])
+    at = from_epoch_microseconds(int(fields[b"at"]))
     text = fields[b"data"].decode()
     events: list[Event] = []
     position = _skip(text, 0, "[")
@@ -251,6 +269,7 @@ def stored_entry_read(fields: dict[bytes, bytes]) -> StoredEntry:
                 text[position:end],
                 type=payload["type"],
                 run_id=payload.get("runId"),
+                at=at,
                 payload=payload,
             )
         )

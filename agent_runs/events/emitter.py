@@ -10,6 +10,7 @@ import time
 import uuid
 import weakref
 from collections.abc import Callable
+from datetime import datetime
 from functools import cache
 from typing import Any
 
@@ -21,11 +22,17 @@ from django.conf import settings
 from django.db import InterfaceError, OperationalError, transaction
 from django.db import connection as db_connection
 from django.db.models import Count, Max, Q
+from django.utils import timezone
 from redis.exceptions import RedisError
 
 from agent_runs.db import db_call
 from agent_runs.errors import RunNoLongerRunning
-from agent_runs.events.codec import TERMINAL_TYPES, EventSequence, encode_event
+from agent_runs.events.codec import (
+    TERMINAL_TYPES,
+    EventSequence,
+    encode_event,
+    epoch_microseconds,
+)
 from agent_runs.metrics import RUN_TIME_TO_FIRST_TOKEN, events_emitted
 from agent_runs.models import Run, RunEvent
 
@@ -197,43 +204,50 @@ class RunEventEmitter:
         if not self._pending:
             return
         documents = [json.dumps(payload, separators=(",", ":")) for payload in self._pending]
+        at = timezone.now()
         try:
-            ids = self._insert(documents)
+            ids = self._insert(documents, at)
         except (InterfaceError, OperationalError):
             if db_connection.in_atomic_block:
                 raise  # the transaction is lost with its connection: the caller's to handle
             logger.warning("run %s: writing events failed; reconnecting", self.run.pk)
             db_connection.close()
-            ids = self._insert(documents)
-        self._publish_batch(ids, documents, committed=False)
+            ids = self._insert(documents, at)
+        self._publish_batch(ids, documents, at, committed=False)
         self._pending = []
         self._last_flush = time.monotonic()
 
-    def _publish_batch(self, ids: list[int], documents: list[str], *, committed: bool) -> None:
+    def _publish_batch(
+        self, ids: list[int], documents: list[str], at: datetime, *, committed: bool
+    ) -> None:
         """Add a written batch to the thread's stream: at once when its statement committed
         on its own (``committed``), else when the caller's transaction commits."""
-        entry = self._entry(ids, documents)
+        entry = self._entry(ids, documents, at)
         thread_id = self.run.thread_id
         if committed:
             _publish(thread_id, entry)
         else:
             transaction.on_commit(lambda: _publish(thread_id, entry))
 
-    def _entry(self, ids: list[int], documents: list[str]) -> dict[str, Any]:
-        """The stream entry of a written batch (``ids``, ``prev``, ``seq`` and ``data``, a
-        JSON list); the emitter moves on past it."""
+    def _entry(self, ids: list[int], documents: list[str], at: datetime) -> dict[str, Any]:
+        """The stream entry of a written batch (``ids``, ``prev``, ``seq``, ``at``, the time
+        its rows say they were written, and ``data``, a JSON list); the emitter moves on past
+        it."""
         entry = {
             "ids": ",".join(map(str, ids)),
             "prev": self.previous_id,
             "seq": self.next_seq,  # the first event's ordinal in its run; the rest follow
+            "at": epoch_microseconds(at),
             "data": "[" + ",".join(documents) + "]",
         }
         self.previous_id = ids[-1]
         self.next_seq += len(ids)
         return entry
 
-    def _insert(self, documents: list[str]) -> list[int]:
-        ids = _insert_events(self.run, self.next_seq, self._pending, documents, self.claim_token)
+    def _insert(self, documents: list[str], at: datetime) -> list[int]:
+        ids = _insert_events(
+            self.run, self.next_seq, self._pending, documents, self.claim_token, at
+        )
         if not ids:
             raise RunNoLongerRunning(self.run.pk)
         return ids
@@ -253,9 +267,10 @@ def _insert_events(
     payloads: list[dict[str, Any]],
     documents: list[str],
     claim_token: uuid.UUID | None,
+    at: datetime,
 ) -> list[int]:
-    """Insert a batch of events and return their ids, in order; none when ``claim_token``
-    is given and the run is no longer running under it.
+    """Insert a batch of events written ``at`` and return their ids, in order; none when
+    ``claim_token`` is given and the run is no longer running under it.
 
     On PostgreSQL, one raw multi-row ``INSERT`` on purpose: this is the hot path of every
     run. The ORM's bulk insert encodes each payload's JSON again and escapes it into an
@@ -266,8 +281,8 @@ def _insert_events(
     ids come back in the order of the rows, as Django's own bulk insert relies on.
     """
     if db_connection.vendor != "postgresql":
-        return _insert_events_portable(run, first_seq, payloads, claim_token)
-    sql, params = _insert_statement(run, first_seq, payloads, documents, claim_token)
+        return _insert_events_portable(run, first_seq, payloads, claim_token, at)
+    sql, params = _insert_statement(run, first_seq, payloads, documents, claim_token, at)
     with db_connection.cursor() as cursor:
         cursor.execute(sql, params)
         return [row[0] for row in cursor.fetchall()]
@@ -279,10 +294,11 @@ def _insert_statement(
     payloads: list[dict[str, Any]],
     documents: list[str],
     claim_token: uuid.UUID | None,
+    at: datetime,
 ) -> tuple[str, list[Any]]:
     """The fenced multi-row INSERT of ``_insert_events`` and its parameters."""
     rows = ", ".join(["(%s::integer, %s, %s::jsonb)"] * len(payloads))
-    params: list[Any] = [run.thread_id, run.pk]
+    params: list[Any] = [run.thread_id, run.pk, at]
     for offset, (payload, document) in enumerate(zip(payloads, documents, strict=True)):
         params += (first_seq + offset, payload["type"], document)
     fence = ""
@@ -295,7 +311,7 @@ def _insert_statement(
     sql = (
         f"INSERT INTO {RunEvent._meta.db_table} "
         "(thread_id, run_id, seq, type, payload, created_at) "
-        "SELECT %s, %s, v.seq, v.type, v.payload, now() "
+        "SELECT %s, %s, v.seq, v.type, v.payload, %s "
         f"FROM (VALUES {rows}) AS v(seq, type, payload) {fence} "
         "RETURNING id"
     )
@@ -309,7 +325,7 @@ _ROUND_MAX_ROWS = 2000
 _ROUND_INSERT = (
     f"INSERT INTO {RunEvent._meta.db_table} "
     "(thread_id, run_id, seq, type, payload, created_at) "
-    "SELECT v.thread_id, v.run_id, v.seq, v.type, v.payload::jsonb, now() "
+    "SELECT v.thread_id, v.run_id, v.seq, v.type, v.payload::jsonb, %s "
     "FROM unnest(%b::uuid[], %b::bigint[], %b::uuid[], %b::integer[], %b::text[], %b::text[]) "
     "AS v(thread_id, run_id, claim_token, seq, type, payload) "
     "WHERE v.claim_token IS NULL OR EXISTS (SELECT 1 FROM "
@@ -424,8 +440,9 @@ class JournalWriter:
             [json.dumps(payload, separators=(",", ":")) for payload in batch]
             for _, batch in batches
         ]
+        at = timezone.now()  # the round's rows, and its stream entries, say so
         if db_connection.vendor == "postgresql":
-            written = await self._insert(batches, documents)
+            written = await self._insert(batches, documents, at)
         else:  # the quick start's SQLite: the ORM, each run's batch on a database thread
             written = []
             for (emitter, batch), docs in zip(batches, documents, strict=True):
@@ -437,6 +454,7 @@ class JournalWriter:
                         batch,
                         docs,
                         emitter.claim_token,
+                        at,
                     )
                 )
         entries = []
@@ -445,13 +463,14 @@ class JournalWriter:
                 emitter._failure = RunNoLongerRunning(emitter.run.pk)
                 emitter._handed.clear()
                 continue
-            entries.append((emitter.run.thread_id, emitter._entry(ids, docs)))
+            entries.append((emitter.run.thread_id, emitter._entry(ids, docs, at)))
         await self._publish(entries)
 
     async def _insert(
         self,
         batches: list[tuple[RunEventEmitter, list[dict[str, Any]]]],
         documents: list[list[str]],
+        at: datetime,
     ) -> list[list[int]]:
         """One INSERT for every batch, each row fenced on its own run's claim; the ids of
         each batch, in order (none for a run no longer its job's).
@@ -471,7 +490,7 @@ class JournalWriter:
                 seqs.append(emitter.next_seq + offset)
                 types.append(payload["type"])
                 payloads.append(document)
-        params: list[Any] = [*columns, Run.Status.RUNNING.value]
+        params: list[Any] = [at, *columns, Run.Status.RUNNING.value]
         result = await self._execute(_ROUND_INSERT, params)
         ids: dict[int, list[int]] = {}
         for event_id, run_pk in result:
@@ -572,7 +591,11 @@ def _connection_kwargs() -> dict[str, Any]:
 
 
 def _insert_events_portable(
-    run: Run, first_seq: int, payloads: list[dict[str, Any]], claim_token: uuid.UUID | None
+    run: Run,
+    first_seq: int,
+    payloads: list[dict[str, Any]],
+    claim_token: uuid.UUID | None,
+    at: datetime,
 ) -> list[int]:
     """The same on SQLite (the quick start), whose write lock makes check-then-insert in one
     transaction as safe as the fenced statement."""
@@ -592,6 +615,7 @@ def _insert_events_portable(
                     seq=first_seq + offset,
                     type=p["type"],
                     payload=p,
+                    created_at=at,
                 )
                 for offset, p in enumerate(payloads)
             ]

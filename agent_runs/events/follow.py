@@ -78,8 +78,8 @@ async def _replay(cursor: _Cursor) -> AsyncIterator[list[Event]]:
             events_after, thread_id=cursor.thread_id, after_id=cursor.last_seen, limit=_REPLAY_PAGE
         )
         batch: list[Event] = []
-        for event_id, seq, kind, run_id, data in rows:
-            cursor.take(batch, Event(event_id, seq, data, type=kind, run_id=run_id))
+        for event_id, seq, kind, run_id, data, at in rows:
+            cursor.take(batch, Event(event_id, seq, data, type=kind, run_id=run_id, at=at))
             if cursor.done:
                 break
         if batch:

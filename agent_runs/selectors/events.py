@@ -2,12 +2,14 @@
 
 import uuid
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import connection
 from django.http import Http404
 
+from agent_runs.db import db_value
 from agent_runs.events.codec import TERMINAL_TYPES
 from agent_runs.models import Run, RunEvent, Thread
 from agent_runs.selectors.runs import thread_get_for_user
@@ -98,21 +100,22 @@ def run_event_payloads(*, run: Run) -> list[dict[str, Any]]:
 
 def events_after(
     *, thread_id: uuid.UUID, after_id: int, limit: int
-) -> list[tuple[int, int, str, str | None, str]]:
+) -> list[tuple[int, int, str, str | None, str, datetime]]:
     """The thread's committed events after ``after_id``, in order, at most ``limit``: each
-    its id, its ordinal in its run, its type, its runId and its wire JSON as the database
+    its id, its ordinal in its run, its type, its runId, its wire JSON as the database
     gives it back as text (a stream that frames it sends it as it is; one that translates it
-    decodes it, as the database driver would have). SQL written out, as the stream's start:
-    every stream reads a page when it opens."""
+    decodes it, as the database driver would have) and when it was written. SQL written
+    out, as the stream's start: every stream reads a page when it opens."""
     thread = Thread._meta.pk.get_db_prep_value(thread_id, connection)
     with connection.cursor() as cursor:
         cursor.execute(_EVENTS_AFTER_SQL, [thread, after_id, limit])
-        return cursor.fetchall()
+        rows = cursor.fetchall()
+    return [(*row[:5], db_value(RunEvent, "created_at", row[5])) for row in rows]
 
 
 # The (thread, id) index. ``->>`` and ``CAST`` read the stored JSON in PostgreSQL and SQLite.
 _EVENTS_AFTER_SQL = f"""
-SELECT id, seq, type, payload ->> 'runId', CAST(payload AS text)
+SELECT id, seq, type, payload ->> 'runId', CAST(payload AS text), created_at
   FROM {RunEvent._meta.db_table}
  WHERE thread_id = %s AND id > %s
  ORDER BY id

@@ -28,10 +28,11 @@ from agent_runs.db import db_call
 from agent_runs.events.follow import Event, thread_events
 from agent_runs.models import Thread
 from agent_runs.protocols.agent_protocol.outbound_ws import (
+    FrameCursor,
     FrameState,
-    artifact_frames,
     event_frames,
     finished_step_id,
+    frame_cursor,
 )
 from agent_runs.selectors.events import EventStreamStart, run_start_of_event
 from agent_runs.selectors.steps import agent_files_of_steps
@@ -39,7 +40,6 @@ from agent_runs.selectors.steps import agent_files_of_steps
 logger = logging.getLogger(__name__)
 
 CLOSE_UNAUTHORIZED = 4401
-_MAX_EVENT_ID = 2**63  # event ids are PostgreSQL bigints
 
 
 @dataclass(frozen=True)
@@ -50,12 +50,12 @@ class _Principal:
 
 @dataclass(frozen=True)
 class _Start:
-    """Where a subscription's stream starts: the journal after ``after_id``; the events up
-    to ``cursor`` (the start of the cursor's run) only prime the projection."""
+    """Where a subscription's stream starts: the journal after ``after_id`` (the start of the
+    cursor's run); the frames up to ``cursor`` only prime the projection."""
 
     thread_id: uuid.UUID
     after_id: int
-    cursor: int
+    cursor: FrameCursor
     journal_begun: bool
 
 
@@ -124,9 +124,11 @@ class TaskEventsConsumer(AsyncJsonWebsocketConsumer):
             await self._error(agent_id, "Bad Request", "agentId must be a task id")
             return
         try:
-            cursor = _event_id(content.get("lastEventId"))
+            last = content.get("lastEventId")
+            cursor = None if last is None else frame_cursor(last)
         except ValueError:
-            await self._error(agent_id, "Bad Request", "lastEventId must be an event id")
+            message = "lastEventId must be a frame's event_id (such as 67.1) or an event id"
+            await self._error(agent_id, "Bad Request", message)
             return
         assert self.principal is not None
         try:
@@ -178,32 +180,31 @@ class TaskEventsConsumer(AsyncJsonWebsocketConsumer):
 
     async def _send_batch(self, start: _Start, state: FrameState, batch: list[Event]) -> None:
         task_id = str(start.thread_id)
+        cursor = start.cursor
         finished = {
             event.id: step_id
             for event in batch
-            if event.id > start.cursor
+            if event.id >= cursor.event_id
             and (step_id := finished_step_id(task_id=task_id, payload=event.payload))
         }
         files = (
             await db_call(agent_files_of_steps, step_ids=set(finished.values())) if finished else {}
         )
         for event in batch:
-            frames = event_frames(
-                task_id=task_id, event_id=event.id, payload=event.payload, state=state
-            )
-            if event.id <= start.cursor:
-                continue  # sent before the client's cursor: it only primes the state
             step_id = finished.get(event.id)
-            if step_id in files:
-                frames[:0] = artifact_frames(
-                    task_id=task_id,
-                    event_id=event.id,
-                    payload=event.payload,
-                    step_id=step_id,
-                    artifacts=files[step_id],
-                )
-            for frame in frames:
-                await self.send_json(frame)
+            frames = event_frames(
+                task_id=task_id,
+                event_id=event.id,
+                at=event.at,
+                payload=event.payload,
+                state=state,
+                artifacts=files.get(step_id, ()) if step_id else (),
+            )
+            for number, frame in enumerate(frames, start=1):
+                # Frames up to the client's cursor were sent before: they only prime the
+                # projection's state.
+                if cursor.sends(event.id, number):
+                    await self.send_json(frame)
 
     async def _error(self, agent_id: Any, error: str, message: str) -> None:
         frame: dict[str, Any] = {"type": "error"}
@@ -220,18 +221,6 @@ async def _stop(*tasks: asyncio.Task[None]) -> None:
 
 def _now() -> str:
     return timezone.now().isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def _event_id(value: Any) -> int | None:
-    """A ``lastEventId``: absent, or an event id as a number or a string of digits (as SSE
-    clients keep it); anything else is a ``ValueError``."""
-    if value is None:
-        return None
-    if isinstance(value, str) and value.isascii() and value.isdigit():
-        return _event_id(int(value))
-    if type(value) is int and 0 <= value < _MAX_EVENT_ID:
-        return value
-    raise ValueError(value)
 
 
 def _uuid(value: Any) -> uuid.UUID | None:
@@ -268,7 +257,7 @@ def _same_site(headers: dict[bytes, bytes]) -> bool:
 
 
 def _subscription_start(
-    *, principal: _Principal, task_id: str, cursor: int | None
+    *, principal: _Principal, task_id: str, cursor: FrameCursor | None
 ) -> _Start | None:
     """Where a subscription to the caller's task starts; ``None`` for a task that is not
     theirs (or not their stream token's). With a cursor the stream starts at the first event
@@ -279,11 +268,13 @@ def _subscription_start(
         return None
     if not Thread.objects.filter(pk=thread_id, owner_id=principal.user.pk).exists():
         return None
-    if not cursor:
-        return _Start(thread_id=thread_id, after_id=0, cursor=0, journal_begun=False)
-    run_start = run_start_of_event(thread_id=thread_id, event_id=cursor)
-    if run_start is None:
-        return _Start(thread_id=thread_id, after_id=cursor, cursor=cursor, journal_begun=False)
+    if cursor is None or not cursor.event_id:
+        return _Start(thread_id=thread_id, after_id=0, cursor=FrameCursor(0), journal_begun=False)
+    run_start = run_start_of_event(thread_id=thread_id, event_id=cursor.event_id)
+    if run_start is None:  # nothing of the task's at or before the cursor
+        return _Start(
+            thread_id=thread_id, after_id=cursor.event_id - 1, cursor=cursor, journal_begun=False
+        )
     return _Start(
         thread_id=thread_id,
         after_id=run_start.first_event_id - 1,

@@ -2,23 +2,24 @@
 artifact and log events. docs/spec/agent-protocol-tasks.md, WebSocket Events;
 docs/protocols/agent-protocol-ws.md.
 
-Pure and deterministic: the frames of a journal event are a function of the event (its id
-and wire JSON), the task id and what ``FrameState`` keeps of the task's earlier events (the
-open stage of the run, whether the journal had begun), so a replay sends what the live
-stream sent. Each frame is ``{type, task_id, step_id?, artifact_id?, data, timestamp?,
-event_id}``; ``event_id`` (an extension) is the journal event's id, the cursor a client
-gives back as ``lastEventId`` to resume.
+Pure and deterministic: the frames of a journal event are a function of the event (its id,
+the time it was written and its wire JSON), the files of the step it ends, the task id and
+what ``FrameState`` keeps of the task's earlier events (the open stage of the run, whether
+the journal had begun), so a replay sends what the live stream sent. Each frame is ``{type,
+task_id, step_id?, artifact_id?, data, timestamp, event_id}``:
 
-``timestamp``: the stored events carry none today (the core's events never set AG-UI's
-optional ``timestamp``, and the live stream from Redis has no row time), so a frame has one
-only when its event does (AG-UI's epoch milliseconds, sent as ISO 8601 UTC). The time of
-sending would differ between a replay and the live stream, so it is never used.
+- ``timestamp``: when its journal event was written (ISO 8601 UTC, milliseconds), the same
+  live and replayed (the time of sending would not be).
+- ``event_id`` (an extension): the frame's own cursor, ``<event id>.<n>`` for the ``n``-th
+  frame of its journal event (one event gives several: ``task.created`` and
+  ``task.started``, ``step.failed`` and ``task.failed``, ...). A client gives it back as
+  ``lastEventId`` to resume after that frame; a bare event id resumes after the whole event.
 """
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from agent_runs.events.codec import RUN_PAUSED_EVENT, RUN_RESUMED_EVENT
 from agent_runs.models import agent_step_id
@@ -42,6 +43,46 @@ class FrameState:
         self.open_stage: str | None = None
 
 
+class FrameCursor(NamedTuple):
+    """Where a resumed stream goes on: after frame ``frame`` of journal event ``event_id``
+    (``None``: after all of that event's frames)."""
+
+    event_id: int
+    frame: int | None = None
+
+    def __str__(self) -> str:
+        return str(self.event_id) if self.frame is None else f"{self.event_id}.{self.frame}"
+
+    def sends(self, event_id: int, number: int) -> bool:
+        """Whether the ``number``-th frame (from 1) of journal event ``event_id`` comes
+        after this cursor."""
+        if event_id != self.event_id:
+            return event_id > self.event_id
+        return self.frame is not None and number > self.frame
+
+
+# A frame's position in its event: no event gives near this many frames.
+_MAX_FRAME = 10**6
+_MAX_EVENT_ID = 2**63  # event ids are PostgreSQL bigints
+
+
+def frame_cursor(value: Any) -> FrameCursor:
+    """A ``lastEventId``: a frame's ``event_id`` (``"67.2"``) or an event id (``67``, as a
+    number or a string of digits); anything else is a ``ValueError``."""
+    if type(value) is int:
+        event_id, frame = value, None
+    elif isinstance(value, str) and value.isascii():
+        head, dot, tail = value.partition(".")
+        if not head.isdigit() or (dot and not tail.isdigit()):
+            raise ValueError(value)
+        event_id, frame = int(head), int(tail) if dot else None
+    else:
+        raise ValueError(value)
+    if not 0 <= event_id < _MAX_EVENT_ID or (frame is not None and frame > _MAX_FRAME):
+        raise ValueError(value)
+    return FrameCursor(event_id, frame)
+
+
 @dataclass(frozen=True)
 class _Event:
     task_id: str
@@ -59,28 +100,35 @@ class _Event:
         return str(agent_step_id(thread_id=self.task_id, run_id=self.run_id, stage=stage))
 
     def frame(self, kind: str, data: Any, *, stage: str | None = None) -> Frame:
-        return _frame(
-            kind,
-            task_id=self.task_id,
-            event_id=self.event_id,
-            payload=self.payload,
-            data=data,
-            step_id=self.step_id(stage),
-        )
+        return _frame(kind, task_id=self.task_id, data=data, step_id=self.step_id(stage))
 
     def task_frame(self, kind: str, **data: Any) -> Frame:
         return self.frame(kind, {"cycle_id": self.run_id, **data})
 
 
 def event_frames(
-    *, task_id: str, event_id: int, payload: Mapping[str, Any], state: FrameState
+    *,
+    task_id: str,
+    event_id: int,
+    at: datetime,
+    payload: Mapping[str, Any],
+    state: FrameState,
+    artifacts: Iterable[Mapping[str, Any]] = (),
 ) -> list[Frame]:
-    """The frames of one journal event of the task (often none), in the order sent."""
+    """The frames of one journal event of the task (often none), in the order sent: first
+    ``artifact.created`` for each file of the step it ends (``finished_step_id``), then
+    what the event itself says; each with the event's time and its own cursor."""
     event = _Event(task_id, event_id, payload, state)
+    step_id = finished_step_id(task_id=task_id, payload=payload)
+    frames = [_artifact_frame(task_id, step_id, artifact) for artifact in artifacts if step_id]
     handler = _HANDLERS.get(str(payload.get("type")))
-    frames = handler(event) if handler else []
+    frames += handler(event) if handler else []
     state.journal_begun = True
     state.run_id = event.run_id or None
+    timestamp = at.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    for number, frame in enumerate(frames, start=1):
+        frame["timestamp"] = timestamp
+        frame["event_id"] = str(FrameCursor(event_id, number))
     return frames
 
 
@@ -93,40 +141,24 @@ def finished_step_id(*, task_id: str, payload: Mapping[str, Any]) -> str | None:
     return str(agent_step_id(thread_id=task_id, run_id=run_id, stage=payload["stepName"]))
 
 
-def artifact_frames(
-    *,
-    task_id: str,
-    event_id: int,
-    payload: Mapping[str, Any],
-    step_id: str,
-    artifacts: Iterable[Mapping[str, Any]],
-) -> list[Frame]:
-    """``artifact.created`` for each file a step made, sent with the event that ends it."""
-    return [
-        _frame(
-            "artifact.created",
-            task_id=task_id,
-            event_id=event_id,
-            payload=payload,
-            step_id=step_id,
-            artifact_id=str(artifact["id"]),
-            data={
-                "file_name": artifact["file_name"],
-                "relative_path": artifact["relative_path"],
-                "mime_type": artifact["mime_type"],
-                "size_bytes": artifact["size_bytes"],
-            },
-        )
-        for artifact in artifacts
-    ]
+def _artifact_frame(task_id: str, step_id: str, artifact: Mapping[str, Any]) -> Frame:
+    """``artifact.created`` for a file a step made, sent with the event that ends it."""
+    data = {
+        "file_name": artifact["file_name"],
+        "relative_path": artifact["relative_path"],
+        "mime_type": artifact["mime_type"],
+        "size_bytes": artifact["size_bytes"],
+    }
+    artifact_id = str(artifact["id"])
+    return _frame(
+        "artifact.created", task_id=task_id, data=data, step_id=step_id, artifact_id=artifact_id
+    )
 
 
 def _frame(
     kind: str,
     *,
     task_id: str,
-    event_id: int,
-    payload: Mapping[str, Any],
     data: Any,
     step_id: str | None = None,
     artifact_id: str | None = None,
@@ -137,19 +169,7 @@ def _frame(
     if artifact_id is not None:
         frame["artifact_id"] = artifact_id
     frame["data"] = data
-    timestamp = _timestamp(payload.get("timestamp"))
-    if timestamp is not None:
-        frame["timestamp"] = timestamp
-    frame["event_id"] = event_id
     return frame
-
-
-def _timestamp(value: Any) -> str | None:
-    """An event's AG-UI ``timestamp`` (epoch milliseconds) as ISO 8601 UTC."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return value if isinstance(value, str) and value else None
-    moment = datetime.fromtimestamp(value / 1000, tz=UTC)
-    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def _step_started(event: _Event) -> list[Frame]:

@@ -2,11 +2,12 @@
 of the stored list, framed for AG-UI as it is, and decoded once for the translators."""
 
 import json
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
-from agent_runs.events.codec import stored_entry_read
+from agent_runs.events.codec import epoch_microseconds, stored_entry_read
 from agent_runs.events.sse import sse_frames_stored
 
 # Strings that look like the list's separators, a nested list of objects with a "type",
@@ -23,7 +24,10 @@ EVENTS: list[dict[str, Any]] = [
 ]
 
 
-def entry(events: list[dict[str, Any]], *, seq: bool = True) -> dict[bytes, bytes]:
+WRITTEN = datetime(2026, 11, 27, 4, 53, 34, 205_123, tzinfo=UTC)
+
+
+def entry(events: list[dict[str, Any]], *, seq: bool = True, at: bool = True) -> dict[bytes, bytes]:
     documents = [json.dumps(payload, separators=(",", ":")) for payload in events]
     fields = {
         b"ids": ",".join(str(10 + n) for n in range(len(events))).encode(),
@@ -32,6 +36,8 @@ def entry(events: list[dict[str, Any]], *, seq: bool = True) -> dict[bytes, byte
     }
     if seq:
         fields[b"seq"] = b"4"
+    if at:
+        fields[b"at"] = str(epoch_microseconds(WRITTEN)).encode()
     return fields
 
 
@@ -48,10 +54,12 @@ def test_each_event_is_its_stored_text_with_its_id_ordinal_type_and_run():
         json.dumps(payload, separators=(",", ":")) for payload in EVENTS
     ]
     assert [e.payload for e in read.events] == EVENTS
+    assert [e.at for e in read.events] == [WRITTEN] * 3  # to the microsecond
 
 
-def test_an_entry_without_ordinals_is_left_to_postgresql():
-    read = stored_entry_read(entry(EVENTS, seq=False))
+@pytest.mark.parametrize("missing", ["seq", "at"])
+def test_an_entry_without_ordinals_or_time_is_left_to_postgresql(missing):
+    read = stored_entry_read(entry(EVENTS, **{missing: False}))
     assert read.events is None
     assert read.ids == [10, 11, 12]
 

@@ -147,8 +147,25 @@ def framed_event_ids(task_id: str) -> list[int]:
     return list(events.values_list("pk", flat=True))
 
 
-def distinct(ids: list[int]) -> list[int]:
-    return list(dict.fromkeys(ids))
+def distinct(cursors: list[str]) -> list[int]:
+    """The journal events the frames came from, in order (a frame's ``event_id`` is
+    ``<event id>.<n>``)."""
+    return list(dict.fromkeys(int(cursor.split(".")[0]) for cursor in cursors))
+
+
+def numbered_within_their_events(frames: list[dict[str, Any]]) -> bool:
+    """Each frame's cursor numbers it within its journal event: 1, 2, ... in order."""
+    expected: dict[str, int] = {}
+    for frame in frames:
+        event_id, number = frame["event_id"].split(".")
+        expected[event_id] = expected.get(event_id, 0) + 1
+        if int(number) != expected[event_id]:
+            return False
+    return True
+
+
+def journal_time(event: RunEvent) -> str:
+    return event.created_at.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def collapse(types: list[str]) -> list[str]:
@@ -188,6 +205,10 @@ def test_a_subscriber_follows_a_task_from_created_to_completed_with_its_answer_f
     ]
     assert all(frame["task_id"] == task_id for frame in frames)
     assert distinct([frame["event_id"] for frame in frames]) == framed_event_ids(task_id)
+    assert numbered_within_their_events(frames)
+    # Every frame carries the time its journal event was written.
+    times = {event.pk: journal_time(event) for event in RunEvent.objects.filter(thread=task_id)}
+    assert all(frame["timestamp"] == times[distinct([frame["event_id"]])[0]] for frame in frames)
     steps = {str(step.pk): step.name for step in Step.objects.filter(thread_id=uuid.UUID(task_id))}
     assert {frame["step_id"]: frame["data"]["name"] for frame in frames[2:7]} == {
         step_id: name for step_id, name in steps.items() if name in ("router", "worker")
@@ -211,13 +232,43 @@ def test_a_subscriber_follows_a_task_from_created_to_completed_with_its_answer_f
             "mime_type": "text/markdown",
             "size_bytes": answer.size_bytes,
         },
-        "event_id": frames[frames.index(created) + 1]["event_id"],  # its step's STEP_FINISHED
+        # The first frame of its step's STEP_FINISHED, whose step.completed comes next.
+        "timestamp": frames[frames.index(created) + 1]["timestamp"],
+        "event_id": frames[frames.index(created) + 1]["event_id"].replace(".2", ".1"),
     }
+    assert frames[frames.index(created) + 1]["type"] == "step.completed"
 
-    # A later subscriber gets the same frames, replayed from the journal.
+    # A later subscriber gets the same frames, replayed from the journal: timestamps and
+    # cursors included.
     replay = connect(bearer=alice_token)
     replay.subscribe(task_id)
     assert replay.until(completed(task_id)) == frames
+
+
+def test_a_resume_from_any_frame_gets_every_later_frame_once_and_nothing_earlier(
+    alice, alice_token, redis_queue, connect
+):
+    task_id = create_task(alice)
+    run_queued_jobs(redis_queue)
+    socket = connect(bearer=alice_token)
+    socket.subscribe(task_id)
+    frames = socket.until(completed(task_id))
+    # An event that gives several frames: RUN_STARTED gives task.created and task.started.
+    assert frames[0]["event_id"] == frames[1]["event_id"].replace(".2", ".1")
+
+    for position, frame in enumerate(frames[:-1]):
+        socket.subscribe(task_id, lastEventId=frame["event_id"])  # starts the stream again
+        assert socket.until(completed(task_id)) == frames[position + 1 :], frame
+    socket.subscribe(task_id, lastEventId=frames[-1]["event_id"])
+    assert socket.quiet() == []
+
+    # A bare event id, the cursor of earlier releases, resumes after the whole event.
+    first_event = frames[0]["event_id"].split(".")[0]
+    socket.subscribe(task_id, lastEventId=int(first_event))
+    after_first_event = socket.until(completed(task_id))
+    assert after_first_event[0]["type"] == "step.created"
+    of_first_event = first_event + "."
+    assert after_first_event == [f for f in frames if not f["event_id"].startswith(of_first_event)]
 
 
 def test_a_strangers_task_an_unknown_one_and_a_bad_id_are_not_found_and_send_nothing(
@@ -337,9 +388,10 @@ def test_a_client_that_resubscribes_with_its_last_event_id_gets_every_event_once
     running = [frame for frame in after if frame["type"] == "step.running"]
     assert running and {frame["step_id"] for frame in running} == {worker_step}
 
-    # The same cursor as a string of digits, as SSE clients keep it, on one more socket.
+    # Its event's bare id (step.started was the event's last frame), as earlier releases
+    # gave cursors, on one more socket.
     third = connect(bearer=alice_token)
-    third.subscribe(task_id, lastEventId=str(before[-1]["event_id"]))
+    third.subscribe(task_id, lastEventId=before[-1]["event_id"].split(".")[0])
     assert third.until(completed(task_id)) == after
 
 
@@ -451,6 +503,12 @@ def test_bad_messages_get_error_frames_and_the_socket_stays_open(
     bad_cursor = socket.next()
     socket.send(type="subscribe", agentId=task_id, lastEventId=2**70)
     huge_cursor = socket.next()
+    socket.send(type="subscribe", agentId=task_id, lastEventId="5.2.1")
+    two_dots = socket.next()
+    socket.send(type="subscribe", agentId=task_id, lastEventId="5.")
+    no_frame = socket.next()
+    socket.send(type="subscribe", agentId=task_id, lastEventId=5.5)
+    a_float = socket.next()
     socket.send(type="ping")
     pong = socket.next()
 
@@ -462,12 +520,12 @@ def test_bad_messages_get_error_frames_and_the_socket_stays_open(
         "error": "Bad Request",
         "message": "unknown type 'dance'",
     }
-    for refused in (bad_cursor, huge_cursor):
+    for refused in (bad_cursor, huge_cursor, two_dots, no_frame, a_float):
         assert refused == {
             "type": "error",
             "agentId": task_id,
             "error": "Bad Request",
-            "message": "lastEventId must be an event id",
+            "message": "lastEventId must be a frame's event_id (such as 67.1) or an event id",
         }
     assert pong["type"] == "pong" and pong["timestamp"].endswith("Z")
 

@@ -1,13 +1,17 @@
 """The WebSocket frames of a task's journal (outbound_ws.py): golden frames, no database."""
 
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
+
+import pytest
 
 from agent_runs.models import agent_step_id
 from agent_runs.protocols.agent_protocol.outbound_ws import (
+    FrameCursor,
     FrameState,
-    artifact_frames,
     event_frames,
     finished_step_id,
+    frame_cursor,
 )
 
 TASK = "6f1c2a52-8a0e-4c59-9d1b-0c0f4f3e9a11"
@@ -53,14 +57,28 @@ def journal_with_a_tool() -> list[dict[str, Any]]:
     ]
 
 
+T0 = datetime(2024, 1, 15, 10, 30, tzinfo=UTC)
+
+
+def written(event_id: int) -> datetime:
+    """When the test's journal event ``event_id`` was written: a second apart, and a few
+    microseconds past the millisecond."""
+    return T0 + timedelta(seconds=event_id, microseconds=123_456)
+
+
+def stamp(event_id: int) -> str:
+    return f"2024-01-15T10:30:{event_id:02d}.123Z"
+
+
 def project(
     payloads: list[dict[str, Any]], state: FrameState | None = None, first_id: int = 1
 ) -> list[dict[str, Any]]:
     state = state or FrameState()
     frames: list[dict[str, Any]] = []
     for offset, payload in enumerate(payloads):
+        event_id = first_id + offset
         frames += event_frames(
-            task_id=TASK, event_id=first_id + offset, payload=payload, state=state
+            task_id=TASK, event_id=event_id, at=written(event_id), payload=payload, state=state
         )
     return frames
 
@@ -69,9 +87,11 @@ STAGE_OF = {step(stage): stage for stage in ("router", "worker", "memory")}
 
 
 def brief(frame: dict[str, Any]) -> tuple[Any, ...]:
-    """A frame as (type, its step's stage, data, event id); every frame names the task."""
+    """A frame as (type, its step's stage, data, cursor); every frame names the task and has
+    the time of its journal event."""
     assert frame["task_id"] == TASK
-    assert set(frame) <= {"type", "task_id", "step_id", "data", "event_id"}
+    assert set(frame) <= {"type", "task_id", "step_id", "data", "timestamp", "event_id"}
+    assert frame["timestamp"] == stamp(int(frame["event_id"].split(".")[0]))
     return frame["type"], STAGE_OF.get(frame.get("step_id", "")), frame["data"], frame["event_id"]
 
 
@@ -79,27 +99,28 @@ def test_a_run_with_a_tool_gives_the_specs_task_step_and_log_frames():
     frames = project(journal_with_a_tool())
 
     assert [brief(frame) for frame in frames] == [
-        ("task.created", None, {"cycle_id": RUN}, 1),
-        ("task.started", None, {"cycle_id": RUN}, 1),
-        ("step.created", "router", {"name": "router"}, 2),
-        ("step.started", "router", {"name": "router"}, 2),
-        ("step.completed", "router", {"name": "router"}, 3),
-        ("step.created", "worker", {"name": "worker"}, 4),
-        ("step.started", "worker", {"name": "worker"}, 4),
-        ("log", "worker", "tool calendar_list called", 5),
-        ("log", "worker", 'tool calendar_list arguments: {"day": "today"}', 6),
-        ("log", "worker", 'tool calendar_list succeeded: {"events": []}', 8),
-        ("step.running", "worker", {"delta": "Nothing "}, 10),
-        ("step.running", "worker", {"delta": "today."}, 11),
-        ("step.completed", "worker", {"name": "worker"}, 13),
-        ("task.completed", None, {"cycle_id": RUN}, 14),
+        ("task.created", None, {"cycle_id": RUN}, "1.1"),
+        ("task.started", None, {"cycle_id": RUN}, "1.2"),
+        ("step.created", "router", {"name": "router"}, "2.1"),
+        ("step.started", "router", {"name": "router"}, "2.2"),
+        ("step.completed", "router", {"name": "router"}, "3.1"),
+        ("step.created", "worker", {"name": "worker"}, "4.1"),
+        ("step.started", "worker", {"name": "worker"}, "4.2"),
+        ("log", "worker", "tool calendar_list called", "5.1"),
+        ("log", "worker", 'tool calendar_list arguments: {"day": "today"}', "6.1"),
+        ("log", "worker", 'tool calendar_list succeeded: {"events": []}', "8.1"),
+        ("step.running", "worker", {"delta": "Nothing "}, "10.1"),
+        ("step.running", "worker", {"delta": "today."}, "11.1"),
+        ("step.completed", "worker", {"name": "worker"}, "13.1"),
+        ("task.completed", None, {"cycle_id": RUN}, "14.1"),
     ]
     assert frames[2] == {
         "type": "step.created",
         "task_id": TASK,
         "step_id": str(agent_step_id(thread_id=TASK, run_id=RUN, stage="router")),
         "data": {"name": "router"},
-        "event_id": 2,
+        "timestamp": "2024-01-15T10:30:02.123Z",
+        "event_id": "2.1",
     }
 
 
@@ -151,13 +172,15 @@ def test_a_failure_fails_the_open_step_then_the_task():
                 "code": "model_error",
                 "message": "runtime execution failed",
             },
-            "event_id": 3,
+            "timestamp": stamp(3),
+            "event_id": "3.1",
         },
         {
             "type": "task.failed",
             "task_id": TASK,
             "data": {"cycle_id": RUN, "code": "model_error", "message": "runtime execution failed"},
-            "event_id": 3,
+            "timestamp": stamp(3),
+            "event_id": "3.2",
         },
     ]
 
@@ -211,13 +234,15 @@ def test_a_pause_and_a_resume_are_task_frames_of_the_run_they_are_in():
             "type": "task.paused",
             "task_id": TASK,
             "data": {"cycle_id": RUN, "reason": "pause", "next_stage": "worker"},
-            "event_id": 4,
+            "timestamp": stamp(4),
+            "event_id": "4.1",
         },
         {
             "type": "task.resumed",
             "task_id": TASK,
             "data": {"cycle_id": RUN, "next_stage": "worker"},
-            "event_id": 5,
+            "timestamp": stamp(5),
+            "event_id": "5.1",
         },
     ]
 
@@ -240,17 +265,56 @@ def test_a_failed_tool_is_logged_with_its_error_and_long_text_is_clipped():
     assert frame["step_id"] == step("worker")
 
 
-def test_a_timestamp_is_sent_only_when_the_event_has_one():
-    stamped = {"type": "RUN_STARTED", "timestamp": 1_705_314_600_123, **IDS}
+def test_a_frame_has_the_time_its_journal_event_was_written_in_utc():
+    # Not the AG-UI event's own optional timestamp: the journal's, which the live stream and
+    # a replay both have.
+    stamped = {"type": "RUN_STARTED", "timestamp": 1_000, **IDS}
+    later = datetime(2024, 1, 15, 12, 30, 5, 999_999, tzinfo=timezone(timedelta(hours=2)))
 
-    frames = project([stamped, {"type": "RUN_FINISHED", **IDS}])
+    frames = event_frames(task_id=TASK, event_id=7, at=later, payload=stamped, state=FrameState())
 
-    assert [frame.get("timestamp") for frame in frames] == [
-        "2024-01-15T10:30:00.123Z",
-        "2024-01-15T10:30:00.123Z",
-        None,
+    assert [frame["timestamp"] for frame in frames] == ["2024-01-15T10:30:05.999Z"] * 2
+
+
+def test_a_cursor_resumes_after_its_frame_or_after_its_whole_event():
+    after_second = frame_cursor("67.2")
+    whole_event = frame_cursor(67)
+
+    assert after_second == FrameCursor(67, 2) and str(after_second) == "67.2"
+    assert frame_cursor("67") == whole_event == FrameCursor(67) and str(whole_event) == "67"
+    assert frame_cursor("67.0") == FrameCursor(67, 0)  # before the event's first frame
+    assert [after_second.sends(67, number) for number in (1, 2, 3)] == [False, False, True]
+    assert [whole_event.sends(67, number) for number in (1, 2, 3)] == [False, False, False]
+    assert not after_second.sends(66, 9) and after_second.sends(68, 1)
+
+
+@pytest.mark.parametrize(
+    "value", ["", "soon", "67.", ".1", "6 7", "67.1.2", "-1", "٣", 6.5, True, None, [67], 2**63]
+)
+def test_a_cursor_that_is_not_one_is_refused(value):
+    with pytest.raises(ValueError):
+        frame_cursor(value)
+
+
+def test_a_resume_from_any_frame_of_the_journal_gives_each_later_frame_once():
+    journal = journal_with_a_tool() + [
+        {**payload, "runId": "run-002"} for payload in journal_with_a_tool()
     ]
-    assert "timestamp" not in frames[-1]
+    whole = project(journal)
+    second_run = len(journal) // 2 + 1
+
+    for position, frame in enumerate(whole):
+        cursor = frame_cursor(frame["event_id"])
+        # What the socket does: prime the projection from the start of the cursor's run,
+        # send what comes after the cursor.
+        first_id = 1 if cursor.event_id < second_run else second_run
+        state = FrameState(journal_begun=first_id > 1)
+        resumed = [
+            later
+            for later in project(journal[first_id - 1 :], state, first_id=first_id)
+            if cursor.sends(*map(int, later["event_id"].split(".")))
+        ]
+        assert resumed == whole[position + 1 :], frame["event_id"]
 
 
 def test_a_stream_started_at_a_later_run_gives_the_frames_the_whole_journal_gave():
@@ -261,7 +325,9 @@ def test_a_stream_started_at_a_later_run_gives_the_frames_the_whole_journal_gave
     # What a resume in the second run does: start a state at that run's first event.
     from_second = project(second, FrameState(journal_begun=True), first_id=len(journal) // 2 + 1)
 
-    assert from_second == [frame for frame in whole if frame["event_id"] > len(journal) // 2]
+    assert from_second == [
+        frame for frame in whole if int(frame["event_id"].split(".")[0]) > len(journal) // 2
+    ]
     assert project(journal) == whole  # the same events, the same frames
 
 
@@ -283,7 +349,7 @@ def test_a_finished_step_names_its_step_for_its_files():
     assert finished_step_id(task_id=TASK, payload={"type": "STEP_STARTED", **IDS}) is None
 
 
-def test_artifact_frames_carry_the_file_and_the_event_that_announced_it():
+def test_a_steps_files_come_first_among_the_frames_of_the_event_that_ends_it():
     artifact = {
         "id": "0b7d0f4e-1f55-4a86-9a67-2d6a1b0c9e01",
         "file_name": "answer.md",
@@ -291,12 +357,21 @@ def test_artifact_frames_carry_the_file_and_the_event_that_announced_it():
         "mime_type": "text/markdown",
         "size_bytes": 14,
     }
+    state = FrameState(journal_begun=True)
+    event_frames(
+        task_id=TASK,
+        event_id=12,
+        at=written(12),
+        payload={"type": "STEP_STARTED", "stepName": "worker", **IDS},
+        state=state,
+    )
 
-    frames = artifact_frames(
+    frames = event_frames(
         task_id=TASK,
         event_id=13,
+        at=written(13),
         payload={"type": "STEP_FINISHED", "stepName": "worker", **IDS},
-        step_id=step("worker"),
+        state=state,
         artifacts=[artifact],
     )
 
@@ -312,6 +387,15 @@ def test_artifact_frames_carry_the_file_and_the_event_that_announced_it():
                 "mime_type": "text/markdown",
                 "size_bytes": 14,
             },
-            "event_id": 13,
-        }
+            "timestamp": stamp(13),
+            "event_id": "13.1",
+        },
+        {
+            "type": "step.completed",
+            "task_id": TASK,
+            "step_id": step("worker"),
+            "data": {"name": "worker"},
+            "timestamp": stamp(13),
+            "event_id": "13.2",
+        },
     ]
