@@ -13,6 +13,7 @@ from agent_runs.run_input import ForwardedProps, InputMessage, RunAgentInput
 
 MAX_TASK_CHARS = 10_000
 MAX_PAGE_SIZE = 100
+MAX_PAGE_NUMBER = 10**9
 
 B = TypeVar("B", bound=BaseModel)
 
@@ -22,7 +23,10 @@ class _Body(BaseModel):
 
 
 class SpecTaskCreate(_Body):
-    task: StrictStr = Field(min_length=1, max_length=MAX_TASK_CHARS)
+    # Not only blanks (``task_text_check``): the schema says so without the check's message.
+    task: StrictStr = Field(
+        min_length=1, max_length=MAX_TASK_CHARS, json_schema_extra={"pattern": r"\S"}
+    )
     workspace: StrictStr | None = Field(default=None, max_length=1024)
 
 
@@ -83,7 +87,7 @@ def task_run_input(*, thread_id: uuid.UUID, text: str) -> RunAgentInput:
 
 def page_query(query: Any, *, page_key: str, size_key: str, default_size: int) -> tuple[int, int]:
     """The page number (from 1) and page size (1 to 100) a list's query asks for."""
-    number = _positive_int(query.get(page_key, "1"), page_key, maximum=10**9)
+    number = _positive_int(query.get(page_key, "1"), page_key, maximum=MAX_PAGE_NUMBER)
     size = _positive_int(query.get(size_key, str(default_size)), size_key, maximum=MAX_PAGE_SIZE)
     return number, size
 

@@ -1,8 +1,10 @@
 """The Agent Protocol's error body in the OpenAPI schema: ``{"error", "message",
 "details"?}`` (errors.py), for both URL sets."""
 
-from drf_spectacular.utils import OpenApiResponse
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
 from rest_framework import serializers
+
+from agent_runs.protocols.agent_protocol.inbound import MAX_PAGE_NUMBER, MAX_PAGE_SIZE
 
 _WHEN = {
     400: "Malformed input",
@@ -39,3 +41,19 @@ UPLOAD_REQUEST = {
         "required": ["file"],
     }
 }
+
+
+def page_parameters(*, page_key: str, size_key: str, default_size: int) -> list[OpenApiParameter]:
+    """A list's page query (``inbound.page_query``), with its bounds."""
+    return [
+        OpenApiParameter(
+            page_key,
+            {"type": "integer", "minimum": 1, "maximum": MAX_PAGE_NUMBER},
+            description="The page, from 1 (default 1).",
+        ),
+        OpenApiParameter(
+            size_key,
+            {"type": "integer", "minimum": 1, "maximum": MAX_PAGE_SIZE},
+            description=f"Items per page, 1 to {MAX_PAGE_SIZE} (default {default_size}).",
+        ),
+    ]

@@ -10,7 +10,7 @@ from typing import Any
 from django.db.models import QuerySet
 from django.http import FileResponse
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import extend_schema
 from rest_framework import status
 from rest_framework.parsers import MultiPartParser
 from rest_framework.request import Request
@@ -36,7 +36,11 @@ from agent_runs.protocols.agent_protocol.inbound import (
     task_text_check,
     uuid_or_404,
 )
-from agent_runs.protocols.agent_protocol.openapi import UPLOAD_REQUEST, error_responses
+from agent_runs.protocols.agent_protocol.openapi import (
+    UPLOAD_REQUEST,
+    error_responses,
+    page_parameters,
+)
 from agent_runs.protocols.agent_protocol.outbound import (
     run_task_status,
     spec_artifact,
@@ -64,10 +68,7 @@ from agent_runs.services.threads import thread_delete
 from attachments.selectors import stored_object_open
 
 _TAGS = ["agent protocol (spec)"]
-_PAGE = [
-    OpenApiParameter("page", int, description="The page, from 1 (default 1)."),
-    OpenApiParameter("pageSize", int, description="Items per page, 1 to 100 (default 20)."),
-]
+_PAGE = page_parameters(page_key="page", size_key="pageSize", default_size=20)
 
 
 def task_for_request(request: Request, task_id: str) -> Thread:
@@ -117,7 +118,7 @@ class TaskListApi(_Api):
         operation_id="ap_tasks_create",
         summary="Create a task; the agent starts on it",
         tags=_TAGS,
-        request=OpenApiTypes.OBJECT,
+        request=SpecTaskCreate,
         responses={200: OpenApiTypes.OBJECT, **error_responses(400, 401, 413)},
     )
     def post(self, request: Request) -> Response:

@@ -17,7 +17,7 @@ from django.conf import settings
 from django.db.models import QuerySet
 from django.http import HttpResponse
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import extend_schema
 from rest_framework.parsers import MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -42,7 +42,11 @@ from agent_runs.protocols.agent_protocol.inbound import (
     task_text_check,
     uuid_or_404,
 )
-from agent_runs.protocols.agent_protocol.openapi import UPLOAD_REQUEST, error_responses
+from agent_runs.protocols.agent_protocol.openapi import (
+    UPLOAD_REQUEST,
+    error_responses,
+    page_parameters,
+)
 from agent_runs.protocols.agent_protocol.outbound import (
     v1_artifact,
     v1_pagination,
@@ -73,10 +77,7 @@ from agent_runs.services.runs import RunOptions, run_create
 from agent_runs.services.threads import thread_create
 
 _TAGS = ["agent protocol (v1)"]
-_PAGE = [
-    OpenApiParameter("current_page", int, description="The page, from 1 (default 1)."),
-    OpenApiParameter("page_size", int, description="Items per page, 1 to 100 (default 10)."),
-]
+_PAGE = page_parameters(page_key="current_page", size_key="page_size", default_size=10)
 
 
 class _Api(AgentProtocolApi):
