@@ -289,6 +289,55 @@ def test_stop_cancels_the_run_mid_answer_and_the_composer_works_again(
     assert latest_run(thread__owner=alice_user).status == Run.Status.COMPLETED
 
 
+def test_a_stopped_turn_still_says_so_after_a_reload(
+    live: Live, alice_user: Any, context: BrowserContext
+) -> None:
+    live.fake.answer = ANSWER * 3
+    live.fake.chunk_delay = 0.25
+    page = signed_in(context, live)
+    send(page, "Tell me a long story")
+    expect(page.locator(".msg-agent .answer").last).not_to_be_empty()
+    page.get_by_role("button", name="Stop").click()
+    expect(page.locator(".msg-agent .status-stopped").last).to_have_text("Stopped")
+    run_ended(page)
+    assert latest_run(thread__owner=alice_user).status == Run.Status.CANCELLED
+
+    page.reload()
+    expect(page.locator("[data-ready=true]")).to_have_count(1)
+    # The thread opens again (the newest): its user message, then how its run ended.
+    expect(page.locator(".thread-status-cancelled")).to_have_text("stopped")
+    expect(page.locator(".msg-user .msg-text").last).to_have_text("Tell me a long story")
+    turns = page.locator(".msg")
+    expect(turns.last.locator(".status-stopped")).to_have_text("Stopped")
+    assert "msg-agent" in (turns.last.get_attribute("class") or "")
+
+
+def test_an_answer_is_shown_once_and_a_card_only_repeating_it_is_not(
+    live: Live, alice_user: Any, context: BrowserContext
+) -> None:
+    live.fake.answer = ["The demo ", "answers you."]
+    live.fake.output = {
+        "result_type": "unknown",
+        "status": "success",
+        "ui_hints": {
+            "appearance": "card",
+            "title": "Demo answer",
+            "blocks": [{"type": "text", "content": "The demo answers you.", "role": "body"}],
+        },
+    }
+    page = signed_in(context, live)
+    send(page, "Hello")
+    run_ended(page)
+    expect(page.locator(".msg-agent .answer").last).to_have_text("The demo answers you.")
+    assert page.locator(".msg-agent .ui .ui-root").count() == 0
+    assert (page.locator("#log").text_content() or "").count("The demo answers you.") == 1
+
+    page.reload()  # the same from history
+    expect(page.locator(".msg-agent .answer").last).to_have_text("The demo answers you.")
+    assert page.locator(".msg-agent .ui .ui-root").count() == 0
+    assert (page.locator("#log").text_content() or "").count("The demo answers you.") == 1
+
+
 def stream_cut(url: str, cookies: dict[str, str], *, text_frames: int) -> tuple[str, int]:
     """The beginning of a live event stream, as a connection that breaks mid-answer gives it:
     its frames up to the ``text_frames``-th TEXT_MESSAGE_CONTENT, then half of the next

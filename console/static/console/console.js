@@ -194,7 +194,7 @@ function historyMessage(message) {
   const turn = agentTurn({ timestamp: message.timestamp });
   turn.answer.textContent = message.content || "";
   turn.answer.removeAttribute("aria-live");
-  const rendered = uiSchema(message.ui_schema, sendPrompt);
+  const rendered = uiSchema(message.ui_schema, sendPrompt, { answer: message.content || "" });
   if (rendered) turn.ui.append(rendered);
   return turn.article;
 }
@@ -243,6 +243,7 @@ async function threadOpen(threadId, latestRun = null) {
     if (token !== state.loadToken) return;
     historyDayShow(snapshot, { prepend: false });
     if (!snapshot.day) ui.empty.hidden = false;
+    endedWithoutAnswer(snapshot, latestRun);
     scrollToBottom();
     // A run still going on: follow it from its start (its answer is not in history yet).
     if (latestRun && ["queued", "running"].includes(latestRun.status)) {
@@ -253,6 +254,29 @@ async function threadOpen(threadId, latestRun = null) {
     todayMessages().append(errorNote(`This thread could not be loaded: ${error.message}`));
   }
   ui.input.focus();
+}
+
+// How a run that ended without an answer ended, as its live stream said it.
+function runEndLine(turn, { cancelled, code, message }) {
+  if (cancelled) {
+    turn.article.classList.add("stopped");
+    turn.status.replaceChildren(statusLine("stopped", "Stopped"));
+  } else {
+    turn.article.classList.add("failed");
+    turn.status.replaceChildren(errorNote(`The run failed${code ? ` (${code})` : ""}: ${message || "runtime execution failed"}.`));
+  }
+}
+
+// The thread's latest run was stopped, or failed, before it answered: history holds its
+// user message only, so say how the run ended after it, as the live stream did.
+function endedWithoutAnswer(snapshot, latestRun) {
+  const last = snapshot.messages[snapshot.messages.length - 1];
+  if (!latestRun || !last || last.role !== "user") return;
+  if (!["cancelled", "failed"].includes(latestRun.status)) return;
+  const turn = agentTurn({ timestamp: latestRun.finishedAt || last.timestamp });
+  turn.answer.removeAttribute("aria-live");
+  runEndLine(turn, { cancelled: latestRun.status === "cancelled", message: "no answer was given" });
+  todayMessages().append(turn.article);
 }
 
 async function loadEarlier() {
@@ -488,7 +512,7 @@ function turnRenderer(turn) {
         clearThinking();
         // The deltas are the answer; the whole answer only fills in for a model that sent none.
         if (!streamed && event.answer) turn.answer.textContent = event.answer;
-        const rendered = uiSchema(event.ui_schema, sendPrompt);
+        const rendered = uiSchema(event.ui_schema, sendPrompt, { answer: streamed || event.answer || "" });
         if (rendered) {
           turn.ui.replaceChildren(rendered);
           for (const button of rendered.querySelectorAll(".ui-action")) button.disabled = true;
@@ -516,15 +540,8 @@ function turnRenderer(turn) {
       }
       case "RUN_ERROR":
         clearThinking();
-        if (event.code === "cancelled") {
-          turn.article.classList.add("stopped");
-          turn.status.replaceChildren(statusLine("stopped", "Stopped"));
-          announce("The run was stopped.");
-        } else {
-          turn.article.classList.add("failed");
-          turn.status.replaceChildren(errorNote(`The run failed (${event.code || "error"}): ${event.message || "runtime execution failed"}.`));
-          announce("The run failed.");
-        }
+        runEndLine(turn, { cancelled: event.code === "cancelled", code: event.code, message: event.message });
+        announce(event.code === "cancelled" ? "The run was stopped." : "The run failed.");
         for (const card of cards.values()) card.card.querySelector(".tool-status-running")?.replaceChildren("Not finished");
         break;
       case "RUN_FINISHED":

@@ -162,21 +162,34 @@ export function toolCard(name) {
 
 /** A compiled ui_schema (UiSchemaRenderer): every node type of agent_runs/ui_schema.py.
  * onAction(prompt) runs when a suggested action is chosen. */
-export function uiSchema(schema, onAction) {
+// What a card shows beyond its title (and beyond the badge saying a run succeeded, which the
+// answer itself says).
+const UI_CONTENT = ".ui-text-body, .ui-text-caption, .ui-badge, .ui-list, .ui-kv, .ui-image, .ui-action";
+
+function addsSomething(root) {
+  const content = [root, ...root.querySelectorAll(UI_CONTENT)].filter((node) => node.matches(UI_CONTENT));
+  return content.some((node) => !(node.matches(".ui-badge-success") && node.textContent === "SUCCESS"));
+}
+
+// A turn's card (its ui_schema), or null when it would add nothing to the answer: a text of
+// the card that only repeats the answer is left out, and a card left with nothing more than
+// a title and a success badge is.
+export function uiSchema(schema, onAction, { answer = "" } = {}) {
   if (!schema || typeof schema !== "object" || !schema.root) return null;
-  const root = uiNode(schema.root, onAction);
-  if (!root) return null;
+  const root = uiNode(schema.root, onAction, answer.trim());
+  if (!root || !addsSomething(root)) return null;
   root.classList.add("ui-root");
   if (schema.locale) root.setAttribute("lang", schema.locale);
   return root;
 }
 
-function uiNode(node, onAction) {
+function uiNode(node, onAction, answer) {
   if (!node || typeof node !== "object") return null;
   switch (node.type) {
     case "stack":
-      return uiStack(node, onAction);
+      return uiStack(node, onAction, answer);
     case "text": {
+      if (answer && String(node.content ?? "").trim() === answer) return null;
       const role = ["title", "body", "caption"].includes(node.role) ? node.role : "body";
       const tag = role === "title" ? "h3" : "p";
       return el(tag, { className: `ui-text ui-text-${role}`, text: String(node.content ?? "") });
@@ -214,13 +227,13 @@ function uiNode(node, onAction) {
   }
 }
 
-function uiStack(node, onAction) {
+function uiStack(node, onAction, answer) {
   const appearance = node.appearance === "plain" ? "plain" : "card";
   const stack = el("div", { className: `ui-stack ui-stack-${appearance}` });
   let actions = null;
   let badges = null;
   for (const child of node.children || []) {
-    const rendered = uiNode(child, onAction);
+    const rendered = uiNode(child, onAction, answer);
     if (!rendered) continue;
     // Neighbouring actions make one row of buttons, neighbouring badges one line.
     if (child.type === "action") {
