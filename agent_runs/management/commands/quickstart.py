@@ -146,19 +146,27 @@ class Command(BaseCommand):
 
 def try_curl(*, url: str, token: str) -> str:
     """A ``curl`` that posts a run on a new thread and streams its events (single-request
-    mode), ready to paste."""
+    mode), ready to paste. The shell names each paste's run and message (``date +%s%N``), so
+    a second paste is a second turn of the thread, not a replay of the first run."""
     body = {
         "threadId": str(uuid.uuid4()),
-        "runId": "run-1",
-        "messages": [{"id": "msg-1", "role": "user", "content": "Hello"}],
+        "runId": f"run-{_PASTE_ID}",
+        "messages": [{"id": f"msg-{_PASTE_ID}", "role": "user", "content": "Hello"}],
         "forwardedProps": {"runtime_mode": "chat"},
     }
+    # Quoted for the shell, but for the ids: the shell makes them.
+    pieces = json.dumps(body, separators=(",", ":")).split(_PASTE_ID)
+    data = '"$(date +%s%N)"'.join(shlex.quote(piece) for piece in pieces)
     return shlex.join(
         [
             "curl", "-N", f"{url}/api/v1/agent/runs",
             "-H", f"Authorization: Bearer {token}",
             "-H", "Content-Type: application/json",
             "-H", "Accept: text/event-stream",
-            "-d", json.dumps(body, separators=(",", ":")),
+            "-d",
         ]
-    )  # fmt: skip
+    ) + f" {data}"  # fmt: skip
+
+
+# Where the printed body takes the id the shell makes at each paste.
+_PASTE_ID = "@paste-id@"
