@@ -38,7 +38,7 @@ assert positive_data_acceptance in ALL_CHECKS and len(ALL_CHECKS) >= 14
 # Operations whose valid input the schema does not describe in full, so that a request it
 # allows may be refused (a 400 or 422): their bodies are free-form objects in the schema
 # (each protocol's own documents describe them), or a valid value is one the server issued
-# (a signed URL or token, a page cursor) or an image's bytes, which no schema can generate.
+# (a signed URL or token) or an image's bytes, which no schema can generate.
 VALID_INPUT_NOT_ALL_IN_SCHEMA = {
     # Every JSON body is refused with a NUL (U+0000) anywhere, in the fields a task ignores
     # too (PostgreSQL's jsonb cannot hold one): JSON Schema cannot say that of any field.
@@ -49,8 +49,6 @@ VALID_INPUT_NOT_ALL_IN_SCHEMA = {
     "openai_responses_create": "a free-form body (the Responses API's own reference)",
     "runs_create": "RunAgentInput's rules (one user message, first) and signed image URLs",
     "storage_signed_object_retrieve": "a token the server signed",
-    "threads_list": "a cursor the server issued",
-    "threads_runs_list": "a cursor the server issued",
 }
 # The Agent API's POST answers its run's stream, or waits for its end (stream: false): with
 # no worker, as long as its wait lasts (tests/agent_runs/protocols/agent_api/ test it).

@@ -1,22 +1,25 @@
-"""Pages of the REST lists: ``?limit=`` and an opaque ``?cursor=`` (the ``next`` of the page
-before). A cursor is base64url JSON naming where the last page ended; clients never read it."""
+"""Pages of the REST lists: ``?limit=`` and a ``?cursor=`` (the ``next`` of the page before).
+A cursor names where the last page ended, a time and a key: ``t<µs>.<thread id>`` for the
+threads, ``r<µs>.<run pk>`` for a thread's runs (the time in microseconds since the epoch).
+Clients never read it; any value of that form is a place in its list (``THREAD_CURSOR`` and
+``RUN_CURSOR`` are its patterns, in the schema too)."""
 
-import base64
-import binascii
-import json
+import re
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
-from typing import Any
+from datetime import UTC, datetime, timedelta
 
 from agent_runs.selectors.threads import RunPosition, ThreadPosition
 from config.errors import DomainError
 
 DEFAULT_LIMIT = 20
 MAX_LIMIT = 100
-# What this API writes is under 150 characters; anything much longer is not one of its own.
-_MAX_CURSOR_CHARS = 300
+# A time of at most 16 digits (before the year 2287) and a key: a thread's UUID as 32 hex
+# digits, a run's primary key (a positive bigint of at most 18 digits).
+THREAD_CURSOR = r"^t[0-9]{1,16}\.[0-9a-f]{32}$"
+RUN_CURSOR = r"^r[0-9]{1,16}\.[1-9][0-9]{0,17}$"
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 class PageQueryInvalid(DomainError):
@@ -44,53 +47,33 @@ def parse_page_query(params: Mapping[str, str]) -> PageQuery:
 
 
 def thread_cursor(position: ThreadPosition) -> str:
-    return _encode(["thread", position.updated_at.isoformat(), str(position.thread_id)])
+    return f"t{_microseconds(position.updated_at)}.{position.thread_id.hex}"
 
 
 def thread_position(cursor: str) -> ThreadPosition:
-    at, thread_id = _decode(cursor, "thread")
-    if not isinstance(thread_id, str):
-        raise _invalid()
-    try:
-        return ThreadPosition(updated_at=at, thread_id=uuid.UUID(thread_id))
-    except ValueError:
-        raise _invalid() from None
+    at, key = _decode(cursor, THREAD_CURSOR)
+    return ThreadPosition(updated_at=at, thread_id=uuid.UUID(hex=key))
 
 
 def run_cursor(position: RunPosition) -> str:
-    return _encode(["run", position.created_at.isoformat(), position.pk])
+    return f"r{_microseconds(position.created_at)}.{position.pk}"
 
 
 def run_position(cursor: str) -> RunPosition:
-    at, pk = _decode(cursor, "run")
-    if type(pk) is not int or not 0 < pk < 2**63:
+    at, key = _decode(cursor, RUN_CURSOR)
+    return RunPosition(created_at=at, pk=int(key))
+
+
+def _microseconds(moment: datetime) -> int:
+    return (moment - _EPOCH) // timedelta(microseconds=1)
+
+
+def _decode(cursor: str, pattern: str) -> tuple[datetime, str]:
+    """The time (UTC) and key of a cursor of ``pattern``'s form."""
+    if not re.fullmatch(pattern, cursor):
         raise _invalid()
-    return RunPosition(created_at=at, pk=pk)
-
-
-def _encode(parts: list[Any]) -> str:
-    text = json.dumps(parts, separators=(",", ":"))
-    return base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
-
-
-def _decode(cursor: str, kind: str) -> tuple[datetime, Any]:
-    """The time (UTC) and key a cursor of ``kind`` holds."""
-    if len(cursor) > _MAX_CURSOR_CHARS:
-        raise _invalid()
-    try:
-        text = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        parts = json.loads(text)
-    except (ValueError, binascii.Error):  # bad base64, bad UTF-8, bad JSON
-        raise _invalid() from None
-    if not (isinstance(parts, list) and len(parts) == 3 and parts[0] == kind):
-        raise _invalid()
-    try:
-        at = datetime.fromisoformat(parts[1])
-        if at.tzinfo is None:
-            raise ValueError("a naive time")
-        return at.astimezone(UTC), parts[2]
-    except (TypeError, ValueError, OverflowError):  # not a string, not a time, out of range
-        raise _invalid() from None
+    at, key = cursor[1:].split(".")
+    return _EPOCH + timedelta(microseconds=int(at)), key
 
 
 def _invalid() -> PageQueryInvalid:

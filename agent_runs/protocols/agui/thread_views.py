@@ -13,6 +13,8 @@ from agent_runs.authentication import request_user
 from agent_runs.protocols.agui.openapi import THREAD_ID_QUERY
 from agent_runs.protocols.agui.pagination import (
     MAX_LIMIT,
+    RUN_CURSOR,
+    THREAD_CURSOR,
     parse_page_query,
     run_cursor,
     run_position,
@@ -39,10 +41,22 @@ from agent_runs.services.threads import thread_delete
 from billing.selectors import run_usage_summary
 from config.openapi import error_responses
 
-_PAGE_PARAMETERS = [
-    OpenApiParameter("limit", int, description=f"Items per page, 1 to {MAX_LIMIT} (default 20)."),
-    OpenApiParameter("cursor", str, description="The `next` of the page before."),
-]
+
+def _page_parameters(cursor_pattern: str) -> list[OpenApiParameter]:
+    return [
+        OpenApiParameter(
+            "limit",
+            {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT},
+            description=f"Items per page, 1 to {MAX_LIMIT} (default 20).",
+        ),
+        OpenApiParameter(
+            "cursor",
+            {"type": "string", "pattern": cursor_pattern},
+            description="The `next` of the page before.",
+        ),
+    ]
+
+
 _PAGE_ERRORS = error_responses(400, 401, e400="A limit or cursor this API cannot read")
 
 
@@ -55,7 +69,7 @@ class ThreadListApi(APIView):
         summary="The caller's threads",
         description="Latest activity first: a message stored or a run ended. Keyset pages.",
         tags=["threads"],
-        parameters=_PAGE_PARAMETERS,
+        parameters=_page_parameters(THREAD_CURSOR),
         responses={200: ThreadPageSerializer, **_PAGE_ERRORS},
     )
     def get(self, request: Request) -> Response:
@@ -107,7 +121,7 @@ class ThreadRunListApi(APIView):
         summary="A thread's runs",
         description="Newest first. Keyset pages.",
         tags=["threads"],
-        parameters=_PAGE_PARAMETERS,
+        parameters=_page_parameters(RUN_CURSOR),
         responses={200: RunPageSerializer, **_PAGE_ERRORS, **error_responses(404)},
     )
     def get(self, request: Request, thread_id: uuid.UUID) -> Response:

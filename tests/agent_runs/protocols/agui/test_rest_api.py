@@ -255,10 +255,14 @@ def test_a_run_id_of_several_threads_needs_its_thread(alice, redis_queue):
         {"limit": "ten"},
         {"limit": "٣"},  # a digit, but not an ASCII one
         {"cursor": "not a cursor"},
-        {"cursor": cursor_of(["run", "2026-11-23T00:00:00+00:00", 1])},  # another list's
-        {"cursor": cursor_of(["thread", "2026-11-23T00:00:00", str(uuid.uuid4())])},  # naive
-        {"cursor": cursor_of(["thread", "0001-01-01T00:00:00+14:00", str(uuid.uuid4())])},
-        {"cursor": cursor_of(["thread", "2026-11-23T00:00:00+00:00", "not a uuid"])},
+        {"cursor": "r1795755578000000.12"},  # another list's
+        {"cursor": f"t1795755578000000.{uuid.uuid4()}"},  # a UUID with its dashes
+        {"cursor": f"t17957555780000000.{uuid.uuid4().hex}"},  # a time too far
+        {"cursor": f"t-1.{uuid.uuid4().hex}"},
+        {"cursor": "t1795755578000000.not-a-uuid"},
+        {"cursor": f"t1795755578000000.{uuid.uuid4().hex}\n"},
+        # An earlier release's (base64 JSON).
+        {"cursor": cursor_of(["thread", "2026-11-23T00:00:00+00:00", str(uuid.uuid4())])},
         {"cursor": "W" * 5000},
     ],
 )
@@ -268,6 +272,22 @@ def test_a_bad_limit_or_cursor_is_a_400_that_says_which(alice, query):
     assert response.status_code == 400
     name = next(iter(query))
     assert response.json()["detail"].startswith(f"{name} ")
+
+
+def test_any_cursor_of_the_documented_form_is_a_place_in_the_list(alice, redis_queue):
+    thread_id = new_thread(alice)
+    some_thread = uuid.uuid4().hex
+    runs = f"{THREADS}/{thread_id}/runs"
+
+    before_everything = alice.get(THREADS, {"cursor": f"t0.{some_thread}"})
+    after_everything = alice.get(THREADS, {"cursor": f"t9999999999999999.{some_thread}"})
+    no_earlier_run = alice.get(runs, {"cursor": "r0.1"})
+    every_run = alice.get(runs, {"cursor": "r9999999999999999.999999999999999999"})
+
+    assert before_everything.status_code == 200 and before_everything.json()["threads"] == []
+    assert [t["threadId"] for t in after_everything.json()["threads"]] == [thread_id]
+    assert no_earlier_run.status_code == 200 and no_earlier_run.json()["runs"] == []
+    assert len(every_run.json()["runs"]) == 1
 
 
 def test_a_thread_cursor_is_refused_by_the_run_list(alice, redis_queue):
