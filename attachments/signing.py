@@ -32,7 +32,16 @@ MAX_PATH_LENGTH = 1024
 _MAX_URL_LENGTH = 4096
 _MAX_TOKEN_LENGTH = 2048
 # Supabase and S3 bucket names: short, plain, and never "." or "..".
-_BUCKET = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
+BUCKET_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$"
+_BUCKET = re.compile(BUCKET_PATTERN[1:-1])
+# What ``object_ref_validate`` takes for a path, as a pattern (the schema's): segments of
+# characters other than "/", "\", "%" and control characters, none of them "." or "..".
+_SEGMENT_CHAR = r"[^/\\%\u0000-\u001f\u007f-\u009f]"
+_SEGMENT_START = r"[^/\\%.\u0000-\u001f\u007f-\u009f]"
+_SEGMENT = (
+    rf"(?:{_SEGMENT_START}{_SEGMENT_CHAR}*|\.{_SEGMENT_START}{_SEGMENT_CHAR}*|\.\.{_SEGMENT_CHAR}+)"
+)
+PATH_PATTERN = rf"^{_SEGMENT}(?:/{_SEGMENT})*$"
 # A dedicated key, derived from the secret with this salt, so no other signature of the
 # project (sessions, stream tokens) can pass for a signed URL's.
 _KEY_SALT = b"attachments.signed-url.v1"

@@ -24,7 +24,12 @@ from rest_framework.views import APIView
 
 from attachments import selectors, services
 from attachments.errors import AttachmentFileMissing, AttachmentTooLarge, ObjectPathInvalid
-from attachments.signing import signed_url_create
+from attachments.signing import (
+    BUCKET_PATTERN,
+    MAX_PATH_LENGTH,
+    PATH_PATTERN,
+    signed_url_create,
+)
 from config.openapi import error_responses
 
 # What multipart framing (boundaries, part headers, a short form field) adds around a file.
@@ -105,8 +110,14 @@ class AttachmentSignedUrlApi(APIView):
         summary="A fresh signed URL of an image of the caller's",
         tags=["attachments"],
         parameters=[
-            OpenApiParameter("bucket", str, required=True),
-            OpenApiParameter("path", str, required=True),
+            OpenApiParameter(
+                "bucket", {"type": "string", "pattern": BUCKET_PATTERN}, required=True
+            ),
+            OpenApiParameter(
+                "path",
+                {"type": "string", "pattern": PATH_PATTERN, "maxLength": MAX_PATH_LENGTH},
+                required=True,
+            ),
         ],
         responses={
             200: inline_serializer(

@@ -2,11 +2,14 @@
 
 import base64
 import json
+import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 from django.utils import timezone
+from hypothesis import given
+from hypothesis import strategies as st
 
 from attachments.errors import (
     ObjectPathInvalid,
@@ -15,6 +18,9 @@ from attachments.errors import (
     SignedUrlTampered,
 )
 from attachments.signing import (
+    BUCKET_PATTERN,
+    MAX_PATH_LENGTH,
+    PATH_PATTERN,
     object_ref_validate,
     parse_signed_url,
     signed_token_verify,
@@ -240,3 +246,27 @@ def test_it_rejects_unsafe_object_paths(path: str) -> None:
 
 def test_it_accepts_a_plain_object_path() -> None:
     object_ref_validate(bucket="agent-inputs", path="12/0f3a.webp")
+
+
+def _valid(bucket: str, path: str) -> bool:
+    try:
+        object_ref_validate(bucket=bucket, path=path)
+    except ObjectPathInvalid:
+        return False
+    return True
+
+
+# Paths near the edges of the rules: dots, slashes, controls and the like, mixed.
+_EDGES = ["a", ".", "/", "\\", "%", "\x00", "\x1f", "\x7f", "\x9f", "\xa0", "é"]
+_TRICKY = st.text(alphabet=st.sampled_from(_EDGES), max_size=12)
+
+
+@given(path=st.one_of(_TRICKY, st.text(max_size=12)))
+def test_the_schemas_path_pattern_is_exactly_what_the_server_takes(path: str) -> None:
+    matches = re.fullmatch(PATH_PATTERN, path) is not None and len(path) <= MAX_PATH_LENGTH
+    assert matches == _valid("agent-inputs", path)
+
+
+@given(bucket=st.one_of(st.text(alphabet="aZ9._-/ ", max_size=66), st.text(max_size=8)))
+def test_the_schemas_bucket_pattern_is_exactly_what_the_server_takes(bucket: str) -> None:
+    assert (re.fullmatch(BUCKET_PATTERN, bucket) is not None) == _valid(bucket, "a.png")

@@ -45,7 +45,6 @@ VALID_INPUT_NOT_ALL_IN_SCHEMA = {
     "ap_tasks_create": "no NUL anywhere in the body",
     "ap_v1_tasks_create": "no NUL anywhere in the body",
     "attachments_create": "an image's bytes",
-    "attachments_signed_url_retrieve": "a safe object path (no '..' segments, no controls)",
     "openai_responses_create": "a free-form body (the Responses API's own reference)",
     "runs_create": "RunAgentInput's rules (one user message, first) and signed image URLs",
     "storage_signed_object_retrieve": "a token the server signed",
