@@ -98,7 +98,16 @@ def _database() -> tuple[bool, str]:
 
 
 def _redis() -> tuple[bool, str]:
-    probe_redis().ping()
+    # A PING on a connection of its own, not a pooled one: a Redis whose socket file is gone
+    # (or that takes no more connections) still answers the connections already open, while
+    # a run could not be queued on a new one.
+    pool = probe_redis().connection_pool
+    connection = pool.connection_class(**pool.connection_kwargs)
+    try:
+        connection.send_command("PING")
+        connection.read_response()
+    finally:
+        connection.disconnect()
     return True, "reachable"
 
 

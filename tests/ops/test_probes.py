@@ -6,6 +6,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -148,3 +149,33 @@ def test_live_readyz_fails_fast_when_its_redis_dies(tmp_path: Any) -> None:
         stop_process(daphne)
         if redis_server.poll() is None:
             stop_process(redis_server)
+
+
+def test_live_readyz_fails_when_its_redis_takes_no_new_connection(tmp_path: Path) -> None:
+    """A Redis whose socket file was removed (a second quick start did it) still answers on
+    the connections open to it, but no run can be queued on a new one: /readyz says so."""
+    socket_path = tmp_path / "redis.sock"
+    redis_server = subprocess.Popen(
+        ["redis-server", "--port", "0", "--unixsocket", str(socket_path), "--save", "",
+         "--appendonly", "no"],
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+    )  # fmt: skip
+    wait_for(socket_path.exists, seconds=10)
+    redis_url = f"unix://{socket_path}"
+    daphne, port = start_daphne(redis_url=redis_url)
+    worker = start_worker(**DEMO, REDIS_URL=redis_url, WORKER_BEAT_SECONDS="1")
+    try:
+        url = f"http://127.0.0.1:{port}/readyz"
+        wait_for(lambda: http_get(url)[0] == 200, seconds=40)
+
+        socket_path.unlink()
+        status, body = http_get(url)
+        assert status == 503, body
+        assert body["checks"]["redis"]["ok"] is False
+        assert body["checks"]["database"]["ok"] is True
+        assert redis_server.poll() is None  # the server itself still runs
+    finally:
+        stop_process(worker)
+        stop_process(daphne)
+        stop_process(redis_server)
