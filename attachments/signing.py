@@ -30,7 +30,10 @@ from attachments.errors import (
 SIGN_PREFIX = "/storage/v1/object/sign/"
 MAX_PATH_LENGTH = 1024
 _MAX_URL_LENGTH = 4096
-_MAX_TOKEN_LENGTH = 2048
+MAX_TOKEN_LENGTH = 2048
+# A token's form (three dot-separated parts); one of that form that this service did not sign
+# as it stands is a 403 (``SignedUrlTampered``), one of any other form a 400.
+TOKEN_PATTERN = r"^[^.]+\.[^.]+\.[^.]+$"
 # Supabase and S3 bucket names: short, plain, and never "." or "..".
 BUCKET_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$"
 _BUCKET = re.compile(BUCKET_PATTERN[1:-1])
@@ -192,7 +195,7 @@ def _decode_segment(segment: str) -> str:
 
 
 def _token_claims(token: Any) -> dict[str, Any]:
-    if not isinstance(token, str) or not token or len(token) > _MAX_TOKEN_LENGTH:
+    if not isinstance(token, str) or not token or len(token) > MAX_TOKEN_LENGTH:
         raise SignedUrlInvalid("signed URL token is missing or malformed")
     parts = token.split(".")
     if len(parts) != 3 or not all(parts):

@@ -27,7 +27,9 @@ from attachments.errors import AttachmentFileMissing, AttachmentTooLarge, Object
 from attachments.signing import (
     BUCKET_PATTERN,
     MAX_PATH_LENGTH,
+    MAX_TOKEN_LENGTH,
     PATH_PATTERN,
+    TOKEN_PATTERN,
     signed_url_create,
 )
 from config.openapi import error_responses
@@ -171,7 +173,23 @@ class SignedObjectApi(APIView):
         description="The token is the credential: no other authentication is read.",
         tags=["attachments"],
         auth=[],
-        parameters=[OpenApiParameter("token", str, required=True)],
+        parameters=[
+            OpenApiParameter(
+                "bucket",
+                {"type": "string", "pattern": BUCKET_PATTERN},
+                location=OpenApiParameter.PATH,
+            ),
+            OpenApiParameter(
+                "path",
+                {"type": "string", "pattern": PATH_PATTERN, "maxLength": MAX_PATH_LENGTH},
+                location=OpenApiParameter.PATH,
+            ),
+            OpenApiParameter(
+                "token",
+                {"type": "string", "pattern": TOKEN_PATTERN, "maxLength": MAX_TOKEN_LENGTH},
+                required=True,
+            ),
+        ],
         responses={
             **{
                 (200, image_type): OpenApiResponse(_BINARY, description="The stored image.")

@@ -20,7 +20,9 @@ from attachments.errors import (
 from attachments.signing import (
     BUCKET_PATTERN,
     MAX_PATH_LENGTH,
+    MAX_TOKEN_LENGTH,
     PATH_PATTERN,
+    TOKEN_PATTERN,
     object_ref_validate,
     parse_signed_url,
     signed_token_verify,
@@ -270,3 +272,14 @@ def test_the_schemas_path_pattern_is_exactly_what_the_server_takes(path: str) ->
 @given(bucket=st.one_of(st.text(alphabet="aZ9._-/ ", max_size=66), st.text(max_size=8)))
 def test_the_schemas_bucket_pattern_is_exactly_what_the_server_takes(bucket: str) -> None:
     assert (re.fullmatch(BUCKET_PATTERN, bucket) is not None) == _valid(bucket, "a.png")
+
+
+_TOKENS = st.from_regex(TOKEN_PATTERN, fullmatch=True).filter(lambda t: len(t) <= MAX_TOKEN_LENGTH)
+
+
+@given(token=_TOKENS)
+def test_a_token_of_the_schemas_form_that_this_service_did_not_sign_is_forbidden(token: str):
+    # The schema's form is what the server reads as a token: a made-up one is a 403 (not
+    # this service's), never a 400 (not a token at all).
+    with pytest.raises(SignedUrlTampered):
+        signed_token_verify(bucket="agent-inputs", path="12/0f3a.webp", token=token)

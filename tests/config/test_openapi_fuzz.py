@@ -47,7 +47,6 @@ VALID_INPUT_NOT_ALL_IN_SCHEMA = {
     "attachments_create": "an image's bytes",
     "openai_responses_create": "a free-form body (the Responses API's own reference)",
     "runs_create": "RunAgentInput's rules (one user message, first) and signed image URLs",
-    "storage_signed_object_retrieve": "a token the server signed",
 }
 # The Agent API's POST answers its run's stream, or waits for its end (stream: false): with
 # no worker, as long as its wait lasts (tests/agent_runs/protocols/agent_api/ test it).
