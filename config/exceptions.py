@@ -1,15 +1,35 @@
 """The default rendering of errors for the API: ``{"detail": "<message>"}``, the AG-UI and
 spec shape. Every domain error carries its own status (config/errors.py); protocols with
-another error shape render the same errors their own way."""
+another error shape render the same errors their own way.
+
+What no view answers (a path no route matches, a body refused before any view runs) is
+answered here in the shape of the protocol whose URL prefix the path is under
+(``error_body``)."""
 
 from typing import Any
 
-from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from a2a.utils.errors import InvalidRequestError
+from django.http import (
+    Http404,
+    HttpRequest,
+    HttpResponse,
+    HttpResponsePermanentRedirect,
+    JsonResponse,
+)
+from django.urls import resolve
+from django.views.decorators.csrf import csrf_exempt
 from django.views.defaults import page_not_found
 from rest_framework.response import Response
 from rest_framework.views import exception_handler
 
+from agent_runs.protocols.a2a import errors as a2a_errors
+from agent_runs.protocols.agent_api import errors as agent_api_errors
+from agent_runs.protocols.agent_protocol import errors as agent_protocol_errors
+from agent_runs.protocols.openai_responses import errors as openai_errors
 from config.errors import DomainError
+
+# The stable code of each status, where a shape carries one (OpenAI's, the Agent API's).
+_CODES = {404: "not_found", 405: "method_not_allowed", 413: "payload_too_large"}
 
 
 def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
@@ -18,9 +38,39 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response |
     return exception_handler(exc, context)
 
 
+def error_body(path: str, status: int, message: str) -> dict[str, Any] | None:
+    """The body of an error answered outside any view, in the shape of the protocol served
+    under ``path``'s prefix; ``None`` for a path outside the API (the admin, the console)."""
+    code = _CODES.get(status)
+    if path.startswith(("/ap/", "/api/tasks/")) or path == "/api/tasks":
+        return agent_protocol_errors.error_body(status, message)
+    if path.startswith("/api/v1/agent/process/"):
+        return agent_api_errors.error_body(code or "invalid_request", message)
+    if path.startswith("/openai/"):
+        return openai_errors.error_body(status, message, code=code)
+    if path.startswith("/a2a/") or path == "/a2a":
+        # As a request without credentials is answered: the HTTP status, a -32600 body.
+        return a2a_errors.error_body(None, InvalidRequestError(message=message))
+    if path.startswith(("/api/", "/storage/")):
+        return {"detail": message}
+    return None
+
+
 def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
-    """Django's 404 for a URL no route matches (a thread id that is not a UUID, say): the
-    API's JSON shape under ``/api/`` and ``/storage/``, Django's page elsewhere."""
-    if request.path.startswith(("/api/", "/storage/")):
-        return JsonResponse({"detail": "Not found."}, status=404)
-    return page_not_found(request, exception or Http404())
+    """Django's 404 (``handler404``): the protocol's JSON 404 under an API prefix, Django's
+    page elsewhere."""
+    body = error_body(request.path, 404, "Not found.")
+    if body is None:
+        return page_not_found(request, exception or Http404())
+    return JsonResponse(body, status=404)
+
+
+@csrf_exempt  # it changes nothing: a POST is a 404 too, not a 403
+def unrouted(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+    """The last route under each API prefix: a path no other route matches is the
+    protocol's JSON 404 in every mode (``handler404`` is not called in debug mode, where
+    Django answers with its own page listing the routes). A page whose route ends with a
+    slash is still found without it, as Django's ``APPEND_SLASH`` finds it."""
+    if request.method in ("GET", "HEAD") and resolve(f"{request.path_info}/").func is not unrouted:
+        return HttpResponsePermanentRedirect(request.get_full_path(force_append_slash=True))
+    return not_found(request)

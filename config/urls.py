@@ -1,13 +1,20 @@
 from django.contrib import admin
-from django.urls import include, path
+from django.urls import include, path, re_path
 from django.views.decorators.cache import cache_page
+from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
 # Registers the AG-UI views' schema descriptions (drf-spectacular extensions).
 import agent_runs.protocols.agui.openapi  # noqa: F401
 from agent_runs.protocols.agent_protocol import urls as agent_protocol_urls
+from config.exceptions import unrouted
+
+# The admin's "View site" link.
+admin.site.site_url = "/console/"
 
 urlpatterns = [
+    # The address the quick start prints first: the console, for people.
+    path("", RedirectView.as_view(pattern_name="console:index"), name="home"),
     # Probes and metrics (docs/operations.md).
     path("", include("ops.urls")),
     path("admin/", admin.site.urls),
@@ -32,6 +39,9 @@ urlpatterns = [
     path("api/schema/", cache_page(3600)(SpectacularAPIView.as_view()), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="schema-docs"),
     path("api/redoc/", SpectacularRedocView.as_view(url_name="schema"), name="schema-redoc"),
+    # Last: any other path under an API prefix is its protocol's JSON 404, in debug mode too.
+    # Not an API view, so not in the schema.
+    re_path(r"^(?:api|ap|openai|storage|a2a)/", unrouted, name="unrouted"),
 ]
 
 handler404 = "config.exceptions.not_found"

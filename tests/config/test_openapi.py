@@ -24,6 +24,8 @@ NOT_API = (
     "metrics",
     "console/",
 )
+# Neither are the root's redirect to the console and the API prefixes' catch-all 404.
+NOT_API_NAMES = {"home", "unrouted"}
 
 
 def schema_json(client: Any) -> dict[str, Any]:
@@ -45,7 +47,7 @@ def routes(patterns: list[Any], prefix: str = "") -> list[str]:
         route = prefix + str(pattern.pattern)
         if isinstance(pattern, URLResolver):
             found.extend(routes(pattern.url_patterns, route))
-        elif isinstance(pattern, URLPattern):
+        elif isinstance(pattern, URLPattern) and pattern.name not in NOT_API_NAMES:
             found.append(route)
     return found
 

@@ -73,10 +73,10 @@ class StepNotStarted(DomainError):
 
 def error_answer(exc: DomainError) -> tuple[int, dict[str, Any]]:
     """The status and body of a domain error in the protocol's shape."""
-    return exc.status, _body(exc.status, str(exc), getattr(exc, "details", None))
+    return exc.status, error_body(exc.status, str(exc), getattr(exc, "details", None))
 
 
-def _body(status: int, message: str, details: Any) -> dict[str, Any]:
+def error_body(status: int, message: str, details: Any = None) -> dict[str, Any]:
     body: dict[str, Any] = {"error": HTTPStatus(status).phrase, "message": message}
     if details is not None:
         body["details"] = details
@@ -100,7 +100,7 @@ def render(exc: Exception, context: dict[str, Any]) -> Response | None:
             return None
         status, headers = response.status_code, dict(response.items())
         message, details = _message(response.data)
-    return Response(_body(status, message, details), status=status, headers=headers or None)
+    return Response(error_body(status, message, details), status=status, headers=headers or None)
 
 
 def _message(data: Any) -> tuple[str, Any]:
