@@ -99,7 +99,8 @@ class ConversationMessageUnknown(RunInputInvalid):
 
 
 class ConversationMessageRepeated(DomainError):
-    """The new user message of a conversation turn is one the thread already has."""
+    """The new user message of a run is one the thread already has (a message id the client
+    chose: the AG-UI endpoints'; the other protocols make a fresh one for each message)."""
 
     code = "message_id_conflict"
     status = 409

@@ -75,7 +75,14 @@ def run_input(**overrides: Any) -> dict[str, Any]:
         "threadId": str(uuid.uuid4()),
         "runId": f"run-{uuid.uuid4().hex[:12]}",
         "state": {},
-        "messages": [{"id": "msg-001", "role": "user", "content": "What is on my calendar?"}],
+        # A new message each time: a thread refuses a user message id it already has.
+        "messages": [
+            {
+                "id": f"msg-{uuid.uuid4().hex[:12]}",
+                "role": "user",
+                "content": "What is on my calendar?",
+            }
+        ],
         "tools": [],
         "context": [],
         "forwardedProps": {"runtime_mode": "chat"},

@@ -81,10 +81,11 @@ def run_create(
     their storage place in the stored snapshot (never by a signed URL, a credential), so a
     retry with a fresh URL for the same image is the same body.
 
+    The new user message must not be one the thread already has, whichever protocol sent
+    it (``ConversationMessageRepeated``, checked under the thread's row lock).
     ``earlier_message_ids``: the run is the next turn of a conversation the client holds
     (AG-UI clients send all of it every turn). Each id must name a message of the thread
-    (``ConversationMessageUnknown``), and the new user message must not be one
-    (``ConversationMessageRepeated``); nothing of the earlier messages is stored again.
+    (``ConversationMessageUnknown``); nothing of the earlier messages is stored again.
 
     ``options.turn`` is checked after the retry is recognised: a retry of a run that exists
     answers that run, even though the run itself now makes its thread busy.
@@ -221,12 +222,11 @@ def _run_create(
                 return existing
         if options.turn is not None:
             _turn_check(thread=thread, rule=options.turn)
-        if earlier_message_ids is not None:
-            _conversation_check(
-                thread=thread,
-                new_message_id=run_input.user_message.id,
-                earlier_message_ids=earlier_message_ids,
-            )
+        _conversation_check(
+            thread=thread,
+            new_message_id=run_input.user_message.id,
+            earlier_message_ids=earlier_message_ids or (),
+        )
         run = draft.run(thread=thread, created_thread=thread_created)
         if connection.vendor == "postgresql":
             thread_write = (
@@ -337,7 +337,8 @@ def _turn_check(*, thread: Thread, rule: TurnRule) -> None:
 def _conversation_check(
     *, thread: Thread, new_message_id: str, earlier_message_ids: Sequence[str]
 ) -> None:
-    """The client's conversation is this thread's, and its last user message is new."""
+    """The run's user message is new to the thread, and the messages the client says came
+    before it (none, unless it holds the conversation) are the thread's."""
     known = thread_message_ids_known(
         thread_id=thread.pk, ids={new_message_id, *earlier_message_ids}
     )

@@ -2,8 +2,8 @@ import uuid
 
 import pytest
 
-from agent_runs.models import Message, Run, Thread
-from tests.conftest import post_run, run_input
+from agent_runs.models import Message, Run, RunEvent, Thread
+from tests.conftest import post_run, run_input, send
 
 pytestmark = pytest.mark.django_db
 
@@ -58,6 +58,38 @@ def test_a_second_run_on_the_thread_is_not_a_new_thread(alice, redis_queue):
     assert second.status_code == 202
     assert second.json()["created"] is False
     assert list(Message.objects.order_by("seq").values_list("seq", flat=True)) == [1, 2]
+
+
+@pytest.mark.parametrize("accept", ["application/json", "text/event-stream"])
+def test_a_user_message_id_the_thread_already_has_is_a_conflict_and_writes_nothing(
+    alice, redis_queue, accept
+):
+    first = run_input(messages=[{"id": "msg-1", "role": "user", "content": "Hello"}])
+    accepted = post_run(alice, first)
+    again = run_input(threadId=first["threadId"], messages=first["messages"])  # a new runId
+
+    response = send(
+        lambda: alice.post("/api/v1/agent/runs", again, format="json", HTTP_ACCEPT=accept)
+    )
+
+    assert response.status_code == 409
+    assert response.json() == {
+        "detail": 'RunAgentInput.messages: the new user message "msg-1" is already in this thread'
+    }
+    assert list(Run.objects.values_list("run_id", flat=True)) == [first["runId"]]
+    assert list(Message.objects.values_list("message_id", flat=True)) == ["msg-1"]
+    assert not RunEvent.objects.exists()
+    assert redis_queue.job_ids == [accepted.json()["taskId"]]
+
+
+def test_a_user_message_id_of_another_thread_is_accepted(alice, redis_queue):
+    first = run_input(messages=[{"id": "msg-1", "role": "user", "content": "Hello"}])
+    post_run(alice, first)
+
+    response = post_run(alice, run_input(messages=first["messages"]))  # a new thread
+
+    assert response.status_code == 202
+    assert Message.objects.filter(message_id="msg-1").count() == 2
 
 
 def test_a_stranger_posting_to_alices_thread_gets_404_and_writes_nothing(alice, bob, redis_queue):

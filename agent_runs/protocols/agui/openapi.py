@@ -84,7 +84,8 @@ _RUN_ERRORS = {
         422,
         e400="Malformed JSON, or a bad `on_disconnect`",
         e404="The thread is another user's",
-        e409="The runId is the thread's already, with another body",
+        e409="The runId is the thread's already, with another body; or the new user "
+        "message's id is",
         e413="A body over the size limit",
         e422="A RunAgentInput that breaks a validation rule",
     ),

@@ -242,6 +242,8 @@ def test_a_repeated_user_message_is_a_conflict(alice, alice_token, daphne_port, 
         "detail": 'RunAgentInput.messages: the new user message "u1" is already in this thread'
     }
     assert Run.objects.count() == 1
+    assert list(Message.objects.values_list("message_id", flat=True)) == ["u1"]
+    assert not RunEvent.objects.exists()
 
 
 def test_a_stranger_cannot_add_a_turn_to_a_thread(alice, bob_token, daphne_port, redis_queue):
