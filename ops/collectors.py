@@ -1,6 +1,6 @@
 """Fleet-wide metrics read when ``/metrics`` is scraped (from PostgreSQL and Redis), so that
-every web process reports the same figures. They live in a registry of their own: a worker,
-which serves the default registry, never runs these queries."""
+every web process reports the same figures. They live in a registry of their own, which only
+the web's ``/metrics`` serves: a worker never runs these queries."""
 
 import logging
 from collections.abc import Iterator

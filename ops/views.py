@@ -53,5 +53,5 @@ def metrics(request: HttpRequest) -> HttpResponse:
         return response
     if status != 200:
         return HttpResponse("metrics are not served to this address\n", status=403)
-    own, content_type = metrics_text()
+    own, content_type = metrics_text(role="web")
     return HttpResponse(own + generate_latest(FLEET_REGISTRY), content_type=content_type)

@@ -14,3 +14,8 @@ def samples(text: str) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
 
 def value(text: str, name: str, **labels: str) -> float | None:
     return samples(text).get((name, frozenset(labels.items())))
+
+
+def families(text: str) -> set[str]:
+    """The metrics listed, by family name (a counter's without ``_total``)."""
+    return {family.name for family in text_string_to_metric_families(text)}

@@ -12,6 +12,7 @@ import httpx
 import pytest
 from django.test import Client
 
+from agent_runs.metrics import metrics_server_start
 from agent_runs.models import Run, WorkerBeat
 from billing.models import UsageRecord
 from tests.conftest import (
@@ -26,9 +27,22 @@ from tests.conftest import (
     wait_for,
 )
 from tests.fake_llm import FakeOpenAI
-from tests.ops.metrics_text import value
+from tests.ops.metrics_text import families, value
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("no_beats")]
+
+# What only a worker measures (its jobs, the model calls they record), and only the web.
+WORKER_ONLY = {
+    "agent_runs_finished",
+    "agent_run_duration_seconds",
+    "agent_run_queue_wait_seconds",
+    "agent_run_time_to_first_token_seconds",
+    "agent_model_calls",
+    "agent_model_tokens",
+    "agent_model_cost",
+    "agent_model_call_latency_seconds",
+}
+WEB_ONLY = {"http_requests", "http_request_duration_seconds"}
 
 
 def scrape(client: Client, **extra: Any) -> Any:
@@ -107,6 +121,31 @@ def test_the_web_reports_the_fleet_s_runs_and_queue(
     assert value(text, "agent_workers_beating") == 0
 
 
+def test_the_web_does_not_list_what_only_workers_measure(client: Client) -> None:
+    listed = families(scrape(client).content.decode())
+
+    assert not listed & WORKER_ONLY
+    assert listed >= WEB_ONLY
+    assert {"agent_runs_active", "agent_run_events_emitted", "process_cpu_seconds"} <= listed
+
+
+def test_a_worker_s_exporter_lists_what_workers_measure_and_not_the_web_s() -> None:
+    port = free_port()
+    server = metrics_server_start(host="127.0.0.1", port=port, token="", allowed=[])
+    try:
+        status, text = get(f"http://127.0.0.1:{port}/metrics")
+    finally:
+        server.shutdown()
+        server.server_close()
+
+    assert status == 200
+    listed = families(text)
+    assert listed >= WORKER_ONLY
+    assert not listed & WEB_ONLY
+    assert {"agent_run_events_emitted", "process_cpu_seconds"} <= listed
+    assert "agent_runs_active" not in listed  # the fleet's figures are the web's
+
+
 def get(url: str, token: str | None = None) -> tuple[int, str]:
     request = urllib.request.Request(url)
     if token:
@@ -155,6 +194,7 @@ def test_a_run_through_a_real_worker_shows_in_the_web_s_and_the_worker_s_metrics
             assert value(web, "agent_workers_beating") == 1
             route = {"route": "/api/v1/agent/runs", "method": "POST", "status": "202"}
             assert value(web, "http_requests_total", **route) == 1
+            assert not families(web) & WORKER_ONLY
 
             worker_metrics = f"http://127.0.0.1:{worker_port}/metrics"
             assert get(worker_metrics)[0] == 401
@@ -179,7 +219,8 @@ def test_a_run_through_a_real_worker_shows_in_the_web_s_and_the_worker_s_metrics
     cost = value(worker, "agent_model_cost_total", model=model, currency="USD")
     assert cost == pytest.approx(0.0024)
     assert value(worker, "agent_model_call_latency_seconds_count", model=model) == 2
-    # the worker serves no HTTP: its own counters are empty, and it runs no fleet queries
+    # the worker serves no HTTP: it lists no HTTP metrics, and it runs no fleet queries
+    assert not families(worker) & WEB_ONLY
     assert value(worker, "agent_runs_queue_depth") is None
 
 
