@@ -255,6 +255,14 @@ AGENT_PROTOCOL_STEP_WAIT_SECONDS = env_int("AGENT_PROTOCOL_STEP_WAIT_SECONDS", 1
 AGENT_RESPONSE_WAIT_SECONDS = env_int("AGENT_RESPONSE_WAIT_SECONDS", 540, minimum=1)
 # The largest artifact a client may upload to a task (the Agent Protocol; the spec's 50 MB).
 ARTIFACT_MAX_BYTES = env_int("ARTIFACT_MAX_BYTES", 50 * 1024 * 1024, minimum=1)
+# The largest request body daphne reads (config/daphne_requests.py): a larger one is refused
+# before it is read. By default the largest upload, with a megabyte for its multipart framing;
+# each endpoint refuses bodies over its own, smaller, limit itself.
+REQUEST_BODY_MAX_BYTES = env_int(
+    "REQUEST_BODY_MAX_BYTES",
+    max(ARTIFACT_MAX_BYTES, ATTACHMENT_MAX_BYTES) + 1024 * 1024,
+    minimum=1,
+)
 ATTACHMENT_SIGNED_URL_TTL_SECONDS = env_int("ATTACHMENT_SIGNED_URL_TTL_SECONDS", 3600, minimum=1)
 # Empty: a key derived from SECRET_KEY (which has no production default either).
 ATTACHMENT_SIGNING_SECRET = env_str("ATTACHMENT_SIGNING_SECRET", "")

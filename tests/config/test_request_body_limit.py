@@ -1,0 +1,142 @@
+"""A body over ``REQUEST_BODY_MAX_BYTES`` is refused before daphne reads it
+(config/daphne_requests.py), on its ``Content-Length`` or, chunked, once it passes the limit:
+a ``413`` in the endpoint's error shape, and daphne's memory does not grow with the body."""
+
+import json
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.conf import settings
+
+from tests.conftest import start_daphne, stop_process
+
+LIMIT = 1024 * 1024
+BODY = 64 * 1024 * 1024
+MEGABYTE = b"x" * (1024 * 1024)
+
+
+@pytest.fixture(scope="module")
+def daphne(django_db_setup: Any, django_db_blocker: Any) -> Iterator[tuple[int, int]]:
+    """daphne's port and process id."""
+    server, port = start_daphne(redis_url=settings.REDIS_URL, REQUEST_BODY_MAX_BYTES=str(LIMIT))
+    yield port, server.pid
+    stop_process(server)
+
+
+def memory_kb(pid: int) -> dict[str, int]:
+    """The process's resident memory now (``VmRSS``) and at its peak (``VmHWM``), in kB."""
+    fields = dict(
+        line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+    )
+    return {name: int(fields[name].split()[0]) for name in ("VmRSS", "VmHWM")}
+
+
+def connect(port: int, head: str) -> socket.socket:
+    connection = socket.create_connection(("127.0.0.1", port), timeout=10)
+    connection.sendall(head.encode() + b"\r\n\r\n")
+    return connection
+
+
+def read_answer(connection: socket.socket, data: bytes = b"") -> tuple[int, dict[str, str], bytes]:
+    """The status, headers and body of the answer (its first bytes ``data``), read until the
+    server closes."""
+    while chunk := connection.recv(65536):
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    status_line, *lines = head.decode().split("\r\n")
+    headers = {name.lower(): value.strip() for name, value in (x.split(":", 1) for x in lines)}
+    return int(status_line.split()[1]), headers, body
+
+
+def read_head(connection: socket.socket) -> bytes:
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = connection.recv(65536)
+        assert chunk, data
+        data += chunk
+    return data
+
+
+def test_a_body_declared_over_the_limit_is_refused_before_it_is_read(daphne):
+    port, pid = daphne
+    before = memory_kb(pid)
+    connection = connect(
+        port,
+        f"POST /openai/v1/responses HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {BODY}",
+    )
+
+    # The answer comes with none of the body sent.
+    answered = read_head(connection)
+    # A client that sends it anyway has it read and dropped, and then the answer.
+    for _ in range(BODY // len(MEGABYTE)):
+        connection.sendall(MEGABYTE)
+    status, headers, body = read_answer(connection, answered)
+    connection.close()
+    after = memory_kb(pid)
+
+    assert answered.startswith(b"HTTP/1.1 413 ")
+    assert status == 413 and headers["content-type"] == "application/json"
+    error = json.loads(body)["error"]
+    assert error["code"] == "payload_too_large" and str(LIMIT) in error["message"]
+    assert after["VmHWM"] - before["VmHWM"] < 16 * 1024, (before, after)
+    assert after["VmRSS"] - before["VmRSS"] < 16 * 1024, (before, after)
+
+
+def test_a_chunked_body_is_refused_once_it_passes_the_limit(daphne):
+    port, pid = daphne
+    before = memory_kb(pid)
+    connection = connect(
+        port,
+        "POST /ap/v1/agent/tasks HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
+        "Content-Type: application/json\r\nTransfer-Encoding: chunked",
+    )
+
+    frame = f"{len(MEGABYTE):x}\r\n".encode() + MEGABYTE + b"\r\n"
+    for _ in range(BODY // len(MEGABYTE)):
+        connection.sendall(frame)
+    connection.sendall(b"0\r\n\r\n")
+    status, headers, body = read_answer(connection)
+    connection.close()
+    after = memory_kb(pid)
+
+    assert after["VmHWM"] - before["VmHWM"] < 16 * 1024, (before, after)
+    assert after["VmRSS"] - before["VmRSS"] < 16 * 1024, (before, after)
+    assert status == 413 and headers["content-type"] == "application/json"
+    assert json.loads(body) == {
+        "error": "Request Entity Too Large",
+        "message": f"the request body exceeds the limit of {LIMIT} bytes",
+    }
+
+
+def test_a_body_within_the_limit_still_reaches_the_endpoint(daphne):
+    port, _ = daphne
+    body = b"{" + b" " * (LIMIT - 2) + b"}"
+    connection = connect(
+        port,
+        f"POST /api/v1/agent/runs HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {len(body)}",
+    )
+
+    connection.sendall(body)
+    status, _, answer = read_answer(connection)
+    connection.close()
+
+    assert status == 401, answer  # the endpoint's own answer: no credentials
+    assert json.loads(answer) == {"detail": "Authentication credentials were not provided."}
+
+
+def test_a_page_outside_the_api_is_refused_in_plain_text(daphne):
+    port, _ = daphne
+    connection = connect(
+        port, f"POST /admin/login/ HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: {BODY}"
+    )
+
+    answered = read_head(connection)
+    connection.close()
+
+    assert answered.startswith(b"HTTP/1.1 413 ")
+    assert b"Content-Type: text/plain" in answered
