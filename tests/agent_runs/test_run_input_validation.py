@@ -183,21 +183,46 @@ def test_it_accepts_user_text_of_exactly_10000_characters(alice, redis_queue):
 # forwardedProps ---------------------------------------------------------------------------
 
 
+RUNTIME_MODE_REQUIRED = 'runtime_mode is required ("chat" or "automation")'
+
+
 @pytest.mark.parametrize(
-    "forwarded_props",
+    ("forwarded_props", "hint"),
     [
-        pytest.param({}, id="runtime_mode-missing"),
-        pytest.param({"runtime_mode": "batch"}, id="runtime_mode-batch"),
-        pytest.param(None, id="forwardedProps-missing"),
-        pytest.param({"runtime_mode": "chat", "foo": 1}, id="extra-key"),
+        pytest.param({}, RUNTIME_MODE_REQUIRED, id="runtime_mode-missing"),
+        pytest.param(None, RUNTIME_MODE_REQUIRED, id="forwardedProps-missing"),
+        pytest.param(
+            {"runtime_mode": "batch"},
+            'runtime_mode must be "chat" or "automation"',
+            id="runtime_mode-batch",
+        ),
+        pytest.param(
+            {"runtime_mode": "chat", "foo": 1},
+            'unexpected field "foo": only runtime_mode and client_time are allowed',
+            id="extra-key",
+        ),
+        pytest.param(
+            "chat",
+            'must be an object such as {"runtime_mode": "chat"} (or "automation")',
+            id="not-an-object",
+        ),
+        pytest.param(
+            {"runtime_mode": "chat", "client_time": "now"},
+            "client_time must be an object with device_timezone, client_now_iso and "
+            "client_epoch_ms",
+            id="client_time-not-an-object",
+        ),
     ],
 )
-def test_it_rejects_invalid_forwarded_props(alice, redis_queue, forwarded_props):
+def test_it_rejects_invalid_forwarded_props_with_the_spec_s_message_and_a_hint(
+    alice, redis_queue, forwarded_props, hint
+):
     body = run_input(forwardedProps=forwarded_props)
     if forwarded_props is None:
         del body["forwardedProps"]
     response = post_run(alice, body)
-    assert_rejected(response, 422, "invalid RunAgentInput.forwardedProps", redis_queue)
+    # The spec's message (Validation Rules), then what is expected.
+    assert_rejected(response, 422, f"invalid RunAgentInput.forwardedProps: {hint}", redis_queue)
 
 
 # exactly one user message, first ----------------------------------------------------------

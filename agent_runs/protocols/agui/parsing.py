@@ -3,6 +3,7 @@
 docs/spec/run-agent-input.md: Validation Rules, forwardedProps, Compatibility Notes.
 """
 
+import json
 import re
 import uuid
 from dataclasses import dataclass
@@ -177,16 +178,32 @@ def _user_content(message: dict[str, Any], index: int) -> str | list[Any]:
 
 
 def _check_forwarded_props(props: Any) -> None:
-    invalid = RunInputInvalid("invalid RunAgentInput.forwardedProps")
-    if not isinstance(props, dict) or not set(props) <= _FORWARDED_PROPS_KEYS:
-        raise invalid
-    if props.get("runtime_mode") not in ("chat", "automation"):
-        raise invalid
+    """docs/spec/run-agent-input.md, forwardedProps Schema: the spec's message, then what was
+    expected."""
+    if props is None:
+        raise _forwarded_props_invalid(_RUNTIME_MODE_REQUIRED)
+    if not isinstance(props, dict):
+        raise _forwarded_props_invalid(
+            'must be an object such as {"runtime_mode": "chat"} (or "automation")'
+        )
+    extra = sorted(set(props) - _FORWARDED_PROPS_KEYS)
+    if extra:
+        # ASCII-escaped and cut short: the key is the client's, of any length.
+        raise _forwarded_props_invalid(
+            f"unexpected field {json.dumps(extra[0][:64])}: only runtime_mode and client_time "
+            "are allowed"
+        )
+    if "runtime_mode" not in props:
+        raise _forwarded_props_invalid(_RUNTIME_MODE_REQUIRED)
+    if props["runtime_mode"] not in ("chat", "automation"):
+        raise _forwarded_props_invalid('runtime_mode must be "chat" or "automation"')
     if "client_time" not in props:
         return
     client_time = props["client_time"]
     if not isinstance(client_time, dict):
-        raise invalid
+        raise _forwarded_props_invalid(
+            "client_time must be an object with device_timezone, client_now_iso and client_epoch_ms"
+        )
     timezone = client_time.get("device_timezone")
     if not isinstance(timezone, str) or timezone not in iana_timezones():
         raise RunInputInvalid("invalid client_time.device_timezone")
@@ -199,6 +216,14 @@ def _check_forwarded_props(props: Any) -> None:
         or not 0 <= epoch_ms <= _MAX_EPOCH_MS
     ):
         raise RunInputInvalid("invalid client_time.client_epoch_ms")
+
+
+_RUNTIME_MODE_REQUIRED = 'runtime_mode is required ("chat" or "automation")'
+
+
+def _forwarded_props_invalid(hint: str) -> RunInputInvalid:
+    """The spec's message for a bad ``forwardedProps``, kept as the prefix, and a hint."""
+    return RunInputInvalid(f"invalid RunAgentInput.forwardedProps: {hint}")
 
 
 def _binary_blocks(content: Any) -> list[dict[str, Any]]:
