@@ -5,6 +5,7 @@ fails at start-up with the variable's name instead of misbehaving later.
 """
 
 import os
+import sys
 from collections.abc import Callable
 from typing import TypeVar, overload
 
@@ -65,3 +66,13 @@ def env_list(name: str, default: list[str]) -> list[str]:
     if value is None:
         return default
     return [item.strip() for item in value.split(",") if item.strip()]
+
+
+def warn_once_per_start(message: str, *, marker: str) -> None:
+    """Print ``message`` to stderr unless a process of this start has: the first sets the
+    environment variable ``marker``, which the processes it spawns inherit (a quick start's
+    daphne and worker), so a start warns once rather than once per process."""
+    if os.environ.get(marker):
+        return
+    os.environ[marker] = "1"
+    print(message, file=sys.stderr)

@@ -2,13 +2,12 @@
 which a test keeps complete)."""
 
 import ipaddress
-import sys
 from pathlib import Path
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from config.env import env_bool, env_float, env_int, env_list, env_str
+from config.env import env_bool, env_float, env_int, env_list, env_str, warn_once_per_start
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 # Where the quick start keeps its SQLite file and the embedded Redis socket.
@@ -22,9 +21,9 @@ if not _secret_key:
         raise ImproperlyConfigured(
             "DJANGO_SECRET_KEY must be set (or DJANGO_DEBUG=true for local development)"
         )
-    print(
+    warn_once_per_start(
         "WARNING: DJANGO_SECRET_KEY is not set; using an insecure development key.",
-        file=sys.stderr,
+        marker="DJANGO_INSECURE_KEY_WARNED",
     )
     _secret_key = "insecure-development-key-never-use-in-production"
 SECRET_KEY = _secret_key
