@@ -42,18 +42,23 @@ def error_body(path: str, status: int, message: str) -> dict[str, Any] | None:
     """The body of an error answered outside any view, in the shape of the protocol served
     under ``path``'s prefix; ``None`` for a path outside the API (the admin, the console)."""
     code = _CODES.get(status)
-    if path.startswith(("/ap/", "/api/tasks/")) or path == "/api/tasks":
+    if _under(path, "/ap", "/api/tasks"):
         return agent_protocol_errors.error_body(status, message)
-    if path.startswith("/api/v1/agent/process/"):
+    if _under(path, "/api/v1/agent/process"):
         return agent_api_errors.error_body(code or "invalid_request", message)
-    if path.startswith("/openai/"):
+    if _under(path, "/openai"):
         return openai_errors.error_body(status, message, code=code)
-    if path.startswith("/a2a/") or path == "/a2a":
+    if _under(path, "/a2a"):
         # As a request without credentials is answered: the HTTP status, a -32600 body.
         return a2a_errors.error_body(None, InvalidRequestError(message=message))
-    if path.startswith(("/api/", "/storage/")):
+    if _under(path, "/api", "/storage"):
         return {"detail": message}
     return None
+
+
+def _under(path: str, *prefixes: str) -> bool:
+    """Whether ``path`` is one of ``prefixes``, or a path under one."""
+    return any(path == prefix or path.startswith(f"{prefix}/") for prefix in prefixes)
 
 
 def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:

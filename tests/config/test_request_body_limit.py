@@ -45,10 +45,7 @@ def read_answer(connection: socket.socket, data: bytes = b"") -> tuple[int, dict
     server closes."""
     while chunk := connection.recv(65536):
         data += chunk
-    head, _, body = data.partition(b"\r\n\r\n")
-    status_line, *lines = head.decode().split("\r\n")
-    headers = {name.lower(): value.strip() for name, value in (x.split(":", 1) for x in lines)}
-    return int(status_line.split()[1]), headers, body
+    return read_answer_of(data)
 
 
 def read_head(connection: socket.socket) -> bytes:
@@ -129,14 +126,45 @@ def test_a_body_within_the_limit_still_reaches_the_endpoint(daphne):
     assert json.loads(answer) == {"detail": "Authentication credentials were not provided."}
 
 
-def test_a_page_outside_the_api_is_refused_in_plain_text(daphne):
+@pytest.mark.parametrize(
+    "path, content_type, expected",
+    [
+        ("/api/v1/agent/attachments", "application/json", {"detail": "<message>"}),
+        ("/api/v1/agent/process", "application/json", {"error": {"code": "payload_too_large"}}),
+        ("/api/tasks", "application/json", {"error": "Request Entity Too Large"}),
+        ("/a2a", "application/json", {"jsonrpc": "2.0", "error": {"code": -32600}}),
+        ("/admin/login/", "text/plain; charset=utf-8", None),
+    ],
+)
+def test_each_endpoint_refuses_in_its_own_shape(daphne, path, content_type, expected):
     port, _ = daphne
-    connection = connect(
-        port, f"POST /admin/login/ HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: {BODY}"
-    )
+    connection = connect(port, f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: {BODY}")
 
     answered = read_head(connection)
     connection.close()
+    status, headers, body = read_answer_of(answered)
 
-    assert answered.startswith(b"HTTP/1.1 413 ")
-    assert b"Content-Type: text/plain" in answered
+    assert status == 413 and headers["content-type"] == content_type
+    message = f"the request body exceeds the limit of {LIMIT} bytes"
+    if expected is None:
+        assert body == message.encode()
+    else:
+        assert contains(json.loads(body), expected, message)
+
+
+def read_answer_of(data: bytes) -> tuple[int, dict[str, str], bytes]:
+    head, _, body = data.partition(b"\r\n\r\n")
+    status_line, *lines = head.decode().split("\r\n")
+    headers = {name.lower(): value.strip() for name, value in (x.split(":", 1) for x in lines)}
+    return int(status_line.split()[1]), headers, body
+
+
+def contains(value: Any, expected: Any, message: str) -> bool:
+    """Whether ``value`` holds each key of ``expected`` with its value, ``"<message>"`` standing
+    for ``message``; a message is the refusal's, under whichever key the shape names it."""
+    if isinstance(expected, dict):
+        if not isinstance(value, dict):
+            return False
+        found = all(contains(value.get(key), item, message) for key, item in expected.items())
+        return found and message in json.dumps(value)
+    return bool(value == (message if expected == "<message>" else expected))
