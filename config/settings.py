@@ -329,8 +329,12 @@ REST_FRAMEWORK = {
 SPECTACULAR_SETTINGS = {
     "TITLE": "Agent run server API",
     "DESCRIPTION": (
-        "Runs AI agents and streams every step as AG-UI events (docs/protocols/agui.md). "
-        'Errors are `{"detail": "<message>"}`.'
+        "Runs AI agents over one run core, through five protocols: AG-UI "
+        "(docs/protocols/agui.md), the Agent Protocol (docs/protocols/agent-protocol.md), the "
+        "AgentScope Agent API (docs/protocols/agent-api.md), the OpenAI Responses API "
+        "(docs/protocols/openai-responses.md) and A2A (docs/protocols/a2a.md). "
+        'Errors are `{"detail": "<message>"}`, but for the protocols with an error shape of '
+        "their own (the Agent Protocol, the Agent API, OpenAI Responses, A2A's JSON-RPC)."
     ),
     "VERSION": "1",
     "OAS_VERSION": "3.1.0",

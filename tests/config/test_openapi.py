@@ -106,6 +106,20 @@ def test_every_operation_says_what_its_errors_look_like(client):
 
 
 @pytest.mark.django_db
+def test_the_schema_s_description_names_the_five_protocols_and_their_pages(client):
+    description = schema_json(client)["info"]["description"]
+    for protocol, page in [
+        ("AG-UI", "agui.md"),
+        ("Agent Protocol", "agent-protocol.md"),
+        ("AgentScope Agent API", "agent-api.md"),
+        ("OpenAI Responses API", "openai-responses.md"),
+        ("A2A", "a2a.md"),
+    ]:
+        assert f"{protocol} (docs/protocols/{page})" in description
+        assert (settings.BASE_DIR / "docs" / "protocols" / page).is_file()
+
+
+@pytest.mark.django_db
 def test_the_schema_names_the_bearer_token_and_the_session(client):
     schema = schema_json(client)
 
