@@ -207,7 +207,10 @@ def test_a_subscriber_follows_a_task_from_created_to_completed_with_its_answer_f
     assert distinct([frame["event_id"] for frame in frames]) == framed_event_ids(task_id)
     assert numbered_within_their_events(frames)
     # Every frame carries the time its journal event was written.
-    times = {event.pk: journal_time(event) for event in RunEvent.objects.filter(thread=task_id)}
+    times = {
+        event.pk: journal_time(event)
+        for event in RunEvent.objects.filter(thread_id=uuid.UUID(task_id))
+    }
     assert all(frame["timestamp"] == times[distinct([frame["event_id"]])[0]] for frame in frames)
     steps = {str(step.pk): step.name for step in Step.objects.filter(thread_id=uuid.UUID(task_id))}
     assert {frame["step_id"]: frame["data"]["name"] for frame in frames[2:7]} == {
