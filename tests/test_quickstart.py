@@ -179,15 +179,19 @@ def kill_processes_in(root: Path) -> None:
             continue
 
 
+# The service's own defaults, and the .venv and Python the copy's quick start picks itself.
+_NOT_INHERITED = {
+    "DATABASE_URL", "REDIS_URL", "DJANGO_SECRET_KEY", "LOCAL_DATA_DIR", "PYTHON", "VIRTUAL_ENV",
+}  # fmt: skip
+
+
 def offline_env() -> dict[str, str]:
     """The quick start's environment on a machine with no package index: any ``pip
     install`` fails."""
     env = {
         key: value
         for key, value in os.environ.items()
-        if key not in {"DATABASE_URL", "REDIS_URL", "DJANGO_SECRET_KEY", "LOCAL_DATA_DIR"}
-        and key not in {"PYTHON", "VIRTUAL_ENV"}
-        and not key.startswith("PIP_")
+        if key not in _NOT_INHERITED and not key.startswith("PIP_")
     }
     env.update(PIP_CONFIG_FILE=os.devnull, PIP_NO_INDEX="1", PIP_INDEX_URL="http://127.0.0.1:9/")
     return env
