@@ -199,8 +199,8 @@ class Command(BaseCommand):
 
 
 def lock_local_dir() -> TextIO:
-    """Lock the data folder for this process's life (the lock goes with it, however it
-    ends), or refuse when another quick start holds it: its Redis socket, SQLite file and
+    """Lock the data folder until the file returned is closed (or this process ends, however
+    it ends), or refuse when another quick start holds it: its Redis socket, SQLite file and
     token are in use."""
     settings.LOCAL_DIR.mkdir(parents=True, exist_ok=True)
     lock = (settings.LOCAL_DIR / "quickstart.lock").open("a")
