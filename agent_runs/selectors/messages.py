@@ -17,9 +17,12 @@ _ID_FIELDS = {
 }
 
 
-def thread_message_ids_known(*, thread_id: uuid.UUID, ids: Collection[str]) -> set[str]:
-    """Which of ``ids`` name a message of the thread: a stored message, or one its events
-    streamed to the client (say, the router's reply, never stored as a message)."""
+def thread_message_ids_known(
+    *, thread_id: uuid.UUID, ids: Collection[str], streamed: bool = True
+) -> set[str]:
+    """Which of ``ids`` name a message of the thread: a stored message, or (``streamed``)
+    one its events streamed to the client (say, the router's reply, never stored as a
+    message), which takes a look through the thread's events."""
     wanted = set(ids)
     known = set(
         Message.objects.filter(thread_id=thread_id, message_id__in=wanted).values_list(
@@ -27,7 +30,7 @@ def thread_message_ids_known(*, thread_id: uuid.UUID, ids: Collection[str]) -> s
         )
     )
     rest = wanted - known
-    if not rest:
+    if not rest or not streamed:
         return known
     named = Q()
     for fields in _ID_FIELDS.values():

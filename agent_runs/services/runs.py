@@ -338,9 +338,13 @@ def _conversation_check(
     *, thread: Thread, new_message_id: str, earlier_message_ids: Sequence[str]
 ) -> None:
     """The run's user message is new to the thread, and the messages the client says came
-    before it (none, unless it holds the conversation) are the thread's."""
+    before it (none, unless it holds the conversation) are the thread's. A user message is
+    always stored, so without earlier messages to find the stored ones suffice (the events,
+    a long thread's many rows, are looked through for a client's conversation only)."""
     known = thread_message_ids_known(
-        thread_id=thread.pk, ids={new_message_id, *earlier_message_ids}
+        thread_id=thread.pk,
+        ids={new_message_id, *earlier_message_ids},
+        streamed=bool(earlier_message_ids),
     )
     if new_message_id in known:
         raise ConversationMessageRepeated(new_message_id)
