@@ -1,6 +1,7 @@
-"""A body over ``REQUEST_BODY_MAX_BYTES`` is refused before daphne reads it
-(config/daphne_requests.py), on its ``Content-Length`` or, chunked, once it passes the limit:
-a ``413`` in the endpoint's error shape, and daphne's memory does not grow with the body."""
+"""A body over ``REQUEST_BODY_MAX_BYTES`` (or, to a route that takes no uploads, over the
+largest JSON body) is refused before daphne reads it (config/daphne_requests.py), on its
+``Content-Length`` or, chunked, once it passes the limit: a ``413`` in the endpoint's error
+shape, and daphne's memory does not grow with the body."""
 
 import json
 import socket
@@ -11,6 +12,7 @@ from typing import Any
 import pytest
 from django.conf import settings
 
+from config.daphne_requests import JSON_BODY_MAX_BYTES
 from tests.conftest import start_daphne, stop_process
 
 LIMIT = 1024 * 1024
@@ -168,3 +170,42 @@ def contains(value: Any, expected: Any, message: str) -> bool:
         found = all(contains(value.get(key), item, message) for key, item in expected.items())
         return found and message in json.dumps(value)
     return bool(value == (message if expected == "<message>" else expected))
+
+
+UPLOADS_LIMIT = 8 * 1024 * 1024
+
+
+@pytest.fixture(scope="module")
+def daphne_taking_uploads(django_db_setup: Any, django_db_blocker: Any) -> Iterator[int]:
+    """A daphne whose uploads may be larger than the largest JSON body: its port."""
+    limit = str(UPLOADS_LIMIT)
+    server, port = start_daphne(redis_url=settings.REDIS_URL, REQUEST_BODY_MAX_BYTES=limit)
+    yield port
+    stop_process(server)
+
+
+def test_a_route_without_uploads_refuses_a_body_over_the_largest_json_one_unread(
+    daphne_taking_uploads,
+):
+    size = 2 * JSON_BODY_MAX_BYTES  # within REQUEST_BODY_MAX_BYTES
+    runs = connect(
+        daphne_taking_uploads,
+        f"POST /api/v1/agent/runs HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {size}",
+    )
+    refused = read_head(runs)  # with none of the body sent
+    runs.close()
+    upload = connect(
+        daphne_taking_uploads,
+        f"POST /api/v1/agent/attachments HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
+        f"Content-Type: multipart/form-data; boundary=x\r\nContent-Length: {size}",
+    )
+    upload.sendall(b"x" * size)
+    status, _, answer = read_answer(upload)
+    upload.close()
+
+    assert read_answer_of(refused)[0] == 413
+    message = f"the request body exceeds the limit of {JSON_BODY_MAX_BYTES} bytes"
+    assert json.loads(read_answer_of(refused)[2]) == {"detail": message}
+    # The upload's route read it all and answered itself: no credentials.
+    assert status == 401, answer
