@@ -33,7 +33,8 @@ logger = logging.getLogger(__name__)
 _RETRY_MS = 3000
 _TRUE = ("1", "true", "yes")
 
-Translate = Callable[[dict[str, Any]], dict[str, Any]]
+# A stream's translation of each stored event into the events it sends (client_events.py).
+Translate = Callable[[dict[str, Any]], list[dict[str, Any]]]
 
 
 async def sse_body(
@@ -47,7 +48,9 @@ async def sse_body(
         if translate is None:
             frames = sse_frames_stored(batch)
         else:
-            frames = b"".join([sse_frame(e.id, translate(e.payload)) for e in batch])
+            frames = b"".join(
+                [sse_frame(e.id, sent) for e in batch for sent in translate(e.payload)]
+            )
         yield frames or KEEP_ALIVE_FRAME
         del batch, frames  # not kept while the stream waits for the next
 

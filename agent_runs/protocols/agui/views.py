@@ -16,7 +16,7 @@ from agent_runs.authentication import stream_token_issue
 from agent_runs.errors import OnDisconnectInvalid, RunPayloadTooLarge
 from agent_runs.events.sse import sse_response
 from agent_runs.json_input import MalformedJson
-from agent_runs.protocols.agui.client_events import agui_client_event
+from agent_runs.protocols.agui.client_events import ClientEvents
 from agent_runs.protocols.agui.parsing import (
     CONVERSATION_MAX_PAYLOAD_BYTES,
     MAX_PAYLOAD_BYTES,
@@ -84,7 +84,7 @@ class _RunStartApi(APIView):
             run=run,
             start=start,
             cancel_on_disconnect=cancel_on_disconnect,
-            translate=agui_client_event if self.client_form else None,
+            translate=ClientEvents() if self.client_form else None,
         )
         return sse_response(events)
 

@@ -11,7 +11,7 @@
 // stop HttpAgent has: it aborts the request); one with "waitMs" waits that long first.
 //
 // stdout: one JSON line per turn, {"turn", "runId", "ok", "error"?, "abortedAt"? (epoch ms),
-// "events": [{"type", "metadata"?}], "newMessages"}, then {"messages": [...]} (what the
+// "events": [{"type", "metadata"?, "outcome"?, "protocolVersion"?}], "newMessages"}, then {"messages": [...]} (what the
 // client holds at the end). stderr: the client's own warnings.
 
 import { HttpAgent } from "@ag-ui/client";
@@ -36,7 +36,9 @@ for (const [index, turn] of plan.turns.entries()) {
   let abortedAt = null;
   const subscriber = {
     onEvent: ({ event }) => {
-      events.push(event.metadata === undefined ? { type: event.type } : { type: event.type, metadata: event.metadata });
+      const kept = { type: event.type };
+      for (const key of ["metadata", "outcome", "protocolVersion"]) if (event[key] !== undefined) kept[key] = event[key];
+      events.push(kept);
       if (turn.abortOn && abortedAt === null && matches(event, turn.abortOn)) {
         abortedAt = Date.now();
         agent.abortRun();

@@ -87,6 +87,9 @@ def test_a_three_turn_conversation_with_a_tool_call(alice_token, daphne_port, wo
             RunEvent.objects.filter(run=run).order_by("pk").values_list("type", flat=True)
         )
         assert [event["type"] for event in report["events"]] == stored  # every event, in order
+        # AG-UI 1.0: the version the stream speaks, and how the run ended.
+        assert report["events"][0]["protocolVersion"] == "1.0"
+        assert report["events"][-1]["outcome"] == {"type": "success"}
     # The backend tool call, as the client keeps it: an assistant message with the call and
     # a tool message with its result, and the spec's result fields in the event's metadata.
     first = reports[0]
@@ -150,3 +153,48 @@ def test_abort_run_cancels_the_run_on_the_server(alice_token, daphne_port, redis
     assert next_turn["ok"], next_turn
     assert Run.objects.get(run_id=after["runId"]).status == Run.Status.COMPLETED
     assert [m["id"] for m in messages if m["role"] == "user"] == [stopped["id"], after["id"]]
+
+
+def test_a_run_cancelled_mid_answer_ends_in_run_finished_with_outcome_cancelled(
+    alice, alice_token, daphne_port, redis_queue
+):
+    thread_id = str(uuid.uuid4())
+    cancelled = turn("Tell me a long story")
+    with FakeOpenAI() as model:
+        model.answer = ["Once ", "upon ", "a ", "time "] * 40
+        model.chunk_delay = 0.25  # the answer streams for a while
+
+        def cancel_mid_answer() -> None:
+            wait_for(
+                lambda: RunEvent.objects.filter(
+                    run__run_id=cancelled["runId"], type="TEXT_MESSAGE_CONTENT"
+                ).exists(),
+                seconds=60,
+            )
+            answer = alice.post(f"/api/v1/agent/runs/{cancelled['runId']}/cancel")
+            assert answer.status_code == 200, answer.content
+
+        process = start_worker(
+            AGENT_WORKER_MODEL="openai/gpt-test",
+            OPENAI_BASE_URL=model.base_url,
+            OPENAI_API_KEY="sk-test",
+        )
+        try:
+            (report,), _messages = converse(
+                daphne_port, alice_token, thread_id, [cancelled], meanwhile=cancel_mid_answer
+            )
+        finally:
+            stop_process(process)
+
+    # The client's own verifyEvents took the stream: the run ended, not failed.
+    assert report["ok"], report
+    events = report["events"]
+    assert events[0]["type"] == "RUN_STARTED" and events[0]["protocolVersion"] == "1.0"
+    assert events[-1]["type"] == "RUN_FINISHED"
+    assert events[-1]["outcome"] == {"type": "cancelled"}
+    assert events[-1]["metadata"]["code"] == "cancelled"
+    assert "RUN_ERROR" not in [event["type"] for event in events]
+    # What the cancel left open ends before the run: the answer, then its step.
+    assert [event["type"] for event in events[-3:-1]] == ["TEXT_MESSAGE_END", "STEP_FINISHED"]
+    stored = RunEvent.objects.filter(run__run_id=cancelled["runId"]).order_by("seq")
+    assert list(stored.values_list("type", flat=True))[-1] == "RUN_ERROR"  # the journal's

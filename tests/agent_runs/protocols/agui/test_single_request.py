@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from agent_runs.models import Message, Run, RunEvent, Thread
-from agent_runs.protocols.agui.client_events import agui_client_event
+from agent_runs.protocols.agui.client_events import ClientEvents
 from agent_runs.services.lifecycle import run_cancel
 from tests.agent_runs.sse import SseStream, post_sse
 from tests.conftest import run_input, start_worker, stop_process, wait_for
@@ -175,8 +175,11 @@ def test_the_conversation_endpoint_takes_the_whole_conversation_every_turn(
     assert one.status == two.status == 200, (one.body, two.body)
     for stream, body in ((one, first), (two, second)):
         # The stored events, in the form AG-UI clients keep whole.
-        assert sent(stream) == [(i, agui_client_event(e)) for i, e in journal(body["runId"])]
+        translate = ClientEvents()
+        stored = [(i, event) for i, e in journal(body["runId"]) for event in translate(e)]
+        assert sent(stream) == stored
         assert stream.types[-1] == "RUN_FINISHED"
+        assert sent(stream)[-1][1]["outcome"] == {"type": "success"}
     user_messages = Message.objects.filter(thread_id=thread_id, role="user")
     assert list(user_messages.values_list("message_id", flat=True)) == ["u1", "u2"]
     assert Run.objects.get(run_id=second["runId"]).runtime_mode == "chat"  # the default
@@ -195,7 +198,8 @@ def test_the_spec_fields_reach_an_agui_client_in_metadata(alice_token, daphne_po
         assert end["metadata"][field] == stored["TEXT_MESSAGE_END"][field]
     for field in ("status", "result", "error", "tool_call_id"):
         assert result["metadata"][field] == stored["TOOL_CALL_RESULT"][field]
-    assert by_type["RUN_STARTED"] == stored["RUN_STARTED"]  # nothing to move
+    # Nothing to move: the AG-UI version it speaks is added.
+    assert by_type["RUN_STARTED"] == {**stored["RUN_STARTED"], "protocolVersion": "1.0"}
 
 
 @pytest.mark.parametrize(
