@@ -238,3 +238,23 @@ class StreamTokenCreateSchema(OpenApiViewExtension):
                 return super().post(request, thread_id)
 
         return Described
+
+
+class CapabilitiesSchema(OpenApiViewExtension):
+    target_class = "agent_runs.protocols.agui.views.CapabilitiesApi"
+
+    def view_replacement(self) -> Any:
+        class Described(self.target_class):  # type: ignore[name-defined]  # a view class
+            @extend_schema(
+                operation_id="agui_capabilities_retrieve",
+                summary="What the AG-UI agent does",
+                description="AG-UI 1.0's `AgentCapabilities`: streaming and resumable "
+                "streams, backend tools, image input, memory, cancel; what the server does "
+                "not do is said so (`false`) or left out.",
+                tags=["runs"],
+                responses={200: OpenApiTypes.OBJECT, **error_responses(401, 403)},
+            )
+            def get(self, request: Any) -> Any:
+                return super().get(request)
+
+        return Described

@@ -16,6 +16,7 @@ from agent_runs.authentication import stream_token_issue
 from agent_runs.errors import OnDisconnectInvalid, RunPayloadTooLarge
 from agent_runs.events.sse import sse_response
 from agent_runs.json_input import MalformedJson
+from agent_runs.protocols.agui.capabilities import agent_capabilities
 from agent_runs.protocols.agui.client_events import ClientEvents
 from agent_runs.protocols.agui.parsing import (
     CONVERSATION_MAX_PAYLOAD_BYTES,
@@ -181,3 +182,11 @@ class RunCancelApi(APIView):
         run = run_cancel(run=run)
         body = {"threadId": str(run.thread_id), "runId": run.run_id, "status": run.status}
         return Response(body, status=status.HTTP_200_OK)
+
+
+class CapabilitiesApi(APIView):
+    """``GET /api/v1/agent/ag-ui/capabilities``: what this server's AG-UI agent does, as AG-UI
+    1.0's ``AgentCapabilities`` (capabilities.py)."""
+
+    def get(self, request: Request) -> Response:
+        return Response(agent_capabilities())
