@@ -158,6 +158,31 @@ def _priced_row(row: tuple[Any, ...]) -> PricedCall:
     )
 
 
+@dataclass(frozen=True)
+class RunUsageByModel:
+    """A run's usage summary for each model it called (in the order of their first call),
+    and for the whole run."""
+
+    models: list[tuple[str, UsageSummary]]
+    run: UsageSummary
+
+
+def run_usage_by_model(*, run_pk: int, recorded_by: datetime) -> RunUsageByModel:
+    """The run's usage from the records made by ``recorded_by`` (the time its journal ended,
+    so a replay tells what the live stream told), per model and in all."""
+    records = UsageRecord.objects.filter(run_id=run_pk, created_at__lte=recorded_by)
+    by_model: dict[str, list[PricedCall]] = {}
+    every: list[PricedCall] = []
+    for record in records.order_by("id"):
+        call = _priced_call(record)
+        by_model.setdefault(record.model_id, []).append(call)
+        every.append(call)
+    return RunUsageByModel(
+        models=[(model_id, summarise(calls)) for model_id, calls in by_model.items()],
+        run=summarise(every),
+    )
+
+
 def run_usage_digest(*, run: Run, any_records: bool = True) -> dict[str, Any]:
     """The usage fields of the run's ``TEXT_MESSAGE_END`` (spec 3.4): ``totalTokens``,
     ``cachedPromptTokens``, ``promptCacheHitTokens``, ``promptCacheMissTokens``,

@@ -10,18 +10,26 @@ And a run ends as AG-UI 1.0 says (``ClientEvents``): ``RUN_STARTED`` declares th
 version, ``RUN_FINISHED`` carries ``outcome: {"type": "success"}``, and a cancelled run (the
 journal's ``RUN_ERROR`` ``code: "cancelled"``) ends in ``RUN_FINISHED`` with ``outcome:
 {"type": "cancelled"}``, after the ends of what it left open (a tool call, a text message, a
-step: a run may not finish with them open); ``RUN_ERROR`` is a failure only. A function of
-the run's events from its ``RUN_STARTED``, where the stream starts: a replay is what the live
-stream sent. The ``/runs`` endpoints send the spec's shape as it stands.
+step: a run may not finish with them open); ``RUN_ERROR`` is a failure only. Its terminal
+event carries the run's ``usage`` (one ``TokenUsage`` a model it called) and, in its
+``metadata``, its ``cost`` (a decimal string, or ``null`` when unknown), ``currency`` and
+``costSource``, from the usage records made by the time the journal ended (``prepare``). A
+function of the run's events from its ``RUN_STARTED``, where the stream starts, and of those
+records: a replay is what the live stream sent. The ``/runs`` endpoints send the spec's shape
+as it stands.
 """
 
 from functools import cache
 from typing import Any
 
 import ag_ui.core
-from ag_ui.core import PROTOCOL_VERSION, BaseEvent, EventType
+from ag_ui.core import PROTOCOL_VERSION, BaseEvent, EventType, TokenUsage
 
+from agent_runs.db import db_call
+from agent_runs.events.codec import TERMINAL_TYPES, Event
 from agent_runs.services.lifecycle import RUN_CANCELLED_CODE
+from billing.schemas import UsageSummary
+from billing.selectors import RunUsageByModel, format_cost, run_usage_by_model
 
 
 @cache
@@ -56,10 +64,21 @@ def agui_client_event(payload: dict[str, Any]) -> dict[str, Any]:
 
 class ClientEvents:
     """One stream's translation: each journal event of a run as the events an AG-UI 1.0
-    client takes (``agui_client_event`` each), knowing what the run has left open."""
+    client takes (``agui_client_event`` each), knowing what the run has left open; the run's
+    usage is read before its terminal event is translated (``prepare``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, run_pk: int | None = None) -> None:
         self._open: dict[str, list[Any]] = {"tool calls": [], "messages": [], "steps": []}
+        self._run_pk = run_pk
+        self._usage: RunUsageByModel | None = None
+
+    async def prepare(self, batch: list[Event]) -> None:
+        """Read the run's usage when ``batch`` holds its terminal event."""
+        ended = next((event for event in batch if event.type in TERMINAL_TYPES), None)
+        if ended is not None and self._run_pk is not None:
+            self._usage = await db_call(
+                run_usage_by_model, run_pk=self._run_pk, recorded_by=ended.at
+            )
 
     def __call__(self, payload: dict[str, Any]) -> list[dict[str, Any]]:
         kind = payload.get("type")
@@ -68,12 +87,29 @@ class ClientEvents:
             self._open = {name: [] for name in self._open}
             events = [{**payload, "protocolVersion": PROTOCOL_VERSION}]
         elif kind == EventType.RUN_FINISHED:
-            events = [{**payload, "outcome": {"type": "success"}}]
+            events = [self._with_usage({**payload, "outcome": {"type": "success"}})]
         elif kind == EventType.RUN_ERROR and payload.get("code") == RUN_CANCELLED_CODE:
-            events = [*self._ends(), _cancelled(payload)]
+            events = [*self._ends(), self._with_usage(_cancelled(payload))]
+        elif kind == EventType.RUN_ERROR:
+            events = [self._with_usage(payload)]
         else:
             self._track(kind, payload)
         return [agui_client_event(event) for event in events]
+
+    def _with_usage(self, event: dict[str, Any]) -> dict[str, Any]:
+        """A terminal event with the run's usage and, in its metadata, its cost."""
+        if self._usage is None:
+            return event
+        usage = [_token_usage(model_id, summary) for model_id, summary in self._usage.models]
+        run = self._usage.run
+        cost = {
+            "cost": None if run.cost is None else format_cost(run.cost),
+            "currency": run.currency,
+            "costSource": run.cost_source,
+        }
+        metadata = event.get("metadata")
+        metadata = {**metadata, **cost} if isinstance(metadata, dict) else cost
+        return {**event, "usage": usage, "metadata": metadata}
 
     def _track(self, kind: Any, payload: dict[str, Any]) -> None:
         for opening, closing, key, what in _SPANS:
@@ -105,3 +141,19 @@ def _cancelled(payload: dict[str, Any]) -> dict[str, Any]:
     its ``code`` and ``message`` go in the metadata, as any field ``RUN_FINISHED`` lacks."""
     ended = {key: value for key, value in payload.items() if key != "type"}
     return {"type": EventType.RUN_FINISHED.value, **ended, "outcome": {"type": "cancelled"}}
+
+
+def _token_usage(model_id: str, summary: UsageSummary) -> dict[str, Any]:
+    """A model's usage in a run as AG-UI's ``TokenUsage``: ``provider/model`` split at its
+    first slash; totals, with the cached input and reasoning tokens as parts of them."""
+    provider, _, model = model_id.partition("/")
+    usage = TokenUsage(
+        provider=provider if model else None,
+        model=model or model_id,
+        input_tokens=summary.input_tokens,
+        output_tokens=summary.output_tokens,
+        total_tokens=summary.total_tokens,
+        reasoning_tokens=summary.reasoning_tokens,
+        cached_input_tokens=summary.cached_prompt_tokens,
+    )
+    return usage.model_dump(mode="json", by_alias=True, exclude_none=True)

@@ -13,8 +13,8 @@ import asyncio
 import json
 import logging
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
-from typing import Any
+from collections.abc import AsyncGenerator, AsyncIterator
+from typing import Any, Protocol
 from urllib.parse import parse_qs
 
 from channels.generic.http import AsyncHttpConsumer
@@ -33,8 +33,13 @@ logger = logging.getLogger(__name__)
 _RETRY_MS = 3000
 _TRUE = ("1", "true", "yes")
 
-# A stream's translation of each stored event into the events it sends (client_events.py).
-Translate = Callable[[dict[str, Any]], list[dict[str, Any]]]
+class Translate(Protocol):
+    """A stream's translation of each stored event into the events it sends
+    (client_events.py), with what it reads first for a batch (``prepare``)."""
+
+    async def prepare(self, batch: list[Event]) -> None: ...
+
+    def __call__(self, payload: dict[str, Any]) -> list[dict[str, Any]]: ...
 
 
 async def sse_body(
@@ -48,6 +53,7 @@ async def sse_body(
         if translate is None:
             frames = sse_frames_stored(batch)
         else:
+            await translate.prepare(batch)
             frames = b"".join(
                 [sse_frame(e.id, sent) for e in batch for sent in translate(e.payload)]
             )

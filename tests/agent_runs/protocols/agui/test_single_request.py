@@ -9,11 +9,16 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from asgiref.sync import async_to_sync
 
+from agent_runs.events.codec import Event
 from agent_runs.models import Message, Run, RunEvent, Thread
 from agent_runs.protocols.agui.client_events import ClientEvents
 from agent_runs.services.lifecycle import run_cancel
+from billing.models import UsageRecord
+from billing.selectors import format_cost, run_usage_summary
 from tests.agent_runs.sse import SseStream, post_sse
+from tests.billing.conftest import price_entry
 from tests.conftest import run_input, start_worker, stop_process, wait_for
 from tests.fake_llm import FakeOpenAI
 
@@ -53,6 +58,19 @@ def slow_model(redis_queue: Any) -> Iterator[FakeOpenAI]:
 def journal(run_id: str) -> list[tuple[str, dict[str, Any]]]:
     events = RunEvent.objects.filter(run__run_id=run_id).order_by("pk")
     return [(str(pk), payload) for pk, payload in events.values_list("pk", "payload")]
+
+
+def client_stream(run_id: str) -> list[tuple[str, dict[str, Any]]]:
+    """The run's stored events as the AG-UI endpoint translates them (its usage included)."""
+    run = Run.objects.get(run_id=run_id)
+    events = [
+        Event(row.pk, row.seq, json.dumps(row.payload), type=row.type, run_id=run_id, at=at)
+        for row in RunEvent.objects.filter(run=run).order_by("pk")
+        for at in [row.created_at]
+    ]
+    translate = ClientEvents(run_pk=run.pk)
+    async_to_sync(translate.prepare)(events)
+    return [(str(event.id), sent) for event in events for sent in translate(event.payload)]
 
 
 def sent(stream: SseStream) -> list[tuple[str, dict[str, Any]]]:
@@ -175,9 +193,7 @@ def test_the_conversation_endpoint_takes_the_whole_conversation_every_turn(
     assert one.status == two.status == 200, (one.body, two.body)
     for stream, body in ((one, first), (two, second)):
         # The stored events, in the form AG-UI clients keep whole.
-        translate = ClientEvents()
-        stored = [(i, event) for i, e in journal(body["runId"]) for event in translate(e)]
-        assert sent(stream) == stored
+        assert sent(stream) == client_stream(body["runId"])
         assert stream.types[-1] == "RUN_FINISHED"
         assert sent(stream)[-1][1]["outcome"] == {"type": "success"}
     user_messages = Message.objects.filter(thread_id=thread_id, role="user")
@@ -265,3 +281,46 @@ def test_a_stranger_cannot_add_a_turn_to_a_thread(alice, bob_token, daphne_port,
 
     assert stream.status == 404
     assert Run.objects.count() == 1
+
+
+def test_a_run_s_end_carries_its_usage_per_model_and_its_cost(
+    alice_token, daphne_port, redis_queue
+):
+    price_entry("openai/gpt-test", (None, "0.000001", "0.000002", None))
+    with FakeOpenAI() as model:
+        model.usage = {"prompt_tokens": 11, "completion_tokens": 5, "total_tokens": 16}
+        process = start_worker(
+            AGENT_ROUTER_MODEL="openai/gpt-test",
+            AGENT_WORKER_MODEL="openai/gpt-test",
+            AGENT_MEMORY_MODEL="openai/gpt-test",
+            OPENAI_BASE_URL=model.base_url,
+            OPENAI_API_KEY="sk-test",
+        )
+        try:
+            body = conversation(user("u1", "Hello"))
+            stream = post_sse(daphne_port, AG_UI, body, token=alice_token, timeout=30)
+        finally:
+            stop_process(process)
+
+    assert stream.status == 200, stream.body
+    end = sent(stream)[-1][1]
+    run = Run.objects.get(run_id=body["runId"])
+    records = UsageRecord.objects.filter(run=run)
+    assert records.count() == 3  # router, worker, memory
+    assert end["usage"] == [
+        {
+            "provider": "openai",
+            "model": "gpt-test",
+            "inputTokens": sum(r.input_tokens or 0 for r in records),
+            "outputTokens": sum(r.output_tokens or 0 for r in records),
+            "totalTokens": sum(r.total_tokens or 0 for r in records),
+            "reasoningTokens": 0,
+            "cachedInputTokens": 0,
+        }
+    ]
+    summary = run_usage_summary(run=run)
+    assert summary.cost is not None
+    assert end["metadata"]["cost"] == format_cost(summary.cost)  # a decimal string
+    assert end["metadata"]["currency"] == "USD"
+    assert end["metadata"]["costSource"] == summary.cost_source
+    assert sent(stream) == client_stream(body["runId"])  # as a replay translates it
