@@ -20,7 +20,7 @@ from agent_runs.db import db_call
 from agent_runs.events.codec import TERMINAL_TYPES, Event, StoredEntry
 from agent_runs.events.emitter import stream_key
 from agent_runs.events.hub import RESET, Subscription, stream_hub
-from agent_runs.selectors.events import EventStreamStart, events_after
+from agent_runs.events.reads import EventStreamStart, events_after
 
 __all__ = ["Event", "thread_events"]
 

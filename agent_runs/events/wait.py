@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from agent_runs.events.follow import thread_events
-from agent_runs.selectors.events import EventStreamStart
+from agent_runs.events.reads import EventStreamStart
 
 
 class WaitEnd(enum.Enum):

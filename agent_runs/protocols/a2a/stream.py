@@ -5,12 +5,12 @@ journal through the translator (outbound.py), each stream response a JSON-RPC re
 from collections.abc import AsyncIterator
 
 from agent_runs.events.follow import thread_events
+from agent_runs.events.reads import EventStreamStart
 from agent_runs.events.sse import KEEP_ALIVE_FRAME
 from agent_runs.models import Run
 from agent_runs.protocols.a2a.inbound import RpcCall
 from agent_runs.protocols.a2a.outbound import TaskProjection, Wire
 from agent_runs.protocols.a2a.results import stream_frame
-from agent_runs.selectors.events import EventStreamStart
 
 
 async def task_events(

@@ -49,6 +49,7 @@ from rest_framework.response import Response
 from agent_runs.authentication import request_user
 from agent_runs.awaited import awaited_response, run_end_answer
 from agent_runs.errors import TurnRefused
+from agent_runs.events.reads import EventStreamStart, event_stream_start, thread_last_event_id
 from agent_runs.events.sse import sse_response
 from agent_runs.json_input import JsonBodyParser
 from agent_runs.models import Run
@@ -77,7 +78,6 @@ from agent_runs.protocols.a2a.selectors import (
     tasks_of_user,
 )
 from agent_runs.protocols.a2a.stream import task_events
-from agent_runs.selectors.events import EventStreamStart, event_stream_start, thread_last_event_id
 from agent_runs.selectors.runs import session_thread_id
 from agent_runs.services.lifecycle import run_cancel
 from agent_runs.services.push import push_url_check

@@ -3,9 +3,9 @@ and a run's stored events, for the translator (outbound.py)."""
 
 from typing import Any
 
+from agent_runs.events.reads import run_event_payloads
 from agent_runs.models import RUN_ACTIVE_STATUSES, Run
 from agent_runs.protocols.agent_api.outbound import ResponseFacts, response_current
-from agent_runs.selectors.events import run_event_payloads
 from billing.selectors import run_usage_summary
 
 # How this protocol marks the runs it creates (``Run.request["protocol"]``).

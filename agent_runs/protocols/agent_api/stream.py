@@ -13,11 +13,11 @@ from collections.abc import AsyncIterator
 from agent_runs.db import db_call
 from agent_runs.events.codec import TERMINAL_TYPES
 from agent_runs.events.follow import thread_events
+from agent_runs.events.reads import EventStreamStart
 from agent_runs.events.sse import KEEP_ALIVE_FRAME, retry_frame
 from agent_runs.models import Run
 from agent_runs.protocols.agent_api.outbound import Object, ResponseFacts, ResponseStream
 from agent_runs.protocols.agent_api.selectors import response_facts_ended
-from agent_runs.selectors.events import EventStreamStart
 
 _RETRY_MS = 3000
 

@@ -19,6 +19,7 @@ from rest_framework.response import Response
 
 from agent_runs.authentication import request_user
 from agent_runs.awaited import awaited_response, run_end_answer
+from agent_runs.events.reads import event_stream_start, thread_last_event_id
 from agent_runs.events.sse import sse_response
 from agent_runs.models import Run
 from agent_runs.protocols.agent_api.errors import AgentApi, BodyInvalid
@@ -39,7 +40,6 @@ from agent_runs.protocols.agent_api.selectors import (
     run_request_kept,
 )
 from agent_runs.protocols.agent_api.stream import response_stream
-from agent_runs.selectors.events import event_stream_start, thread_last_event_id
 from agent_runs.selectors.runs import run_get_for_user, session_thread_id
 from agent_runs.services.lifecycle import run_cancel
 from agent_runs.services.runs import RunOptions, run_create

@@ -26,6 +26,7 @@ from django.utils import timezone
 from agent_runs.authentication import bearer_key, stream_token_grant
 from agent_runs.db import db_call
 from agent_runs.events.follow import Event, thread_events
+from agent_runs.events.reads import EventStreamStart, run_start_of_event
 from agent_runs.models import Thread
 from agent_runs.protocols.agent_protocol.outbound_ws import (
     FrameCursor,
@@ -34,7 +35,6 @@ from agent_runs.protocols.agent_protocol.outbound_ws import (
     finished_step_id,
     frame_cursor,
 )
-from agent_runs.selectors.events import EventStreamStart, run_start_of_event
 from agent_runs.selectors.steps import agent_files_of_steps
 
 logger = logging.getLogger(__name__)

@@ -24,6 +24,7 @@ from rest_framework.response import Response
 
 from agent_runs.awaited import Produce, awaited_response
 from agent_runs.db import db_call
+from agent_runs.events.reads import thread_last_event_id
 from agent_runs.events.wait import run_events_wait
 from agent_runs.json_input import JsonBodyParser
 from agent_runs.models import RUN_ACTIVE_STATUSES, Run, Thread, agent_step_id
@@ -59,7 +60,6 @@ from agent_runs.protocols.agent_protocol.views import (
     task_for_request,
     upload,
 )
-from agent_runs.selectors.events import thread_last_event_id
 from agent_runs.selectors.steps import (
     artifact_get_of_thread,
     artifacts_of_thread,

@@ -21,17 +21,18 @@ from channels.generic.http import AsyncHttpConsumer
 
 from agent_runs.db import db_call
 from agent_runs.events.follow import Event, thread_events
+from agent_runs.events.reads import EventStreamStart, event_stream_start
 from agent_runs.events.sse import KEEP_ALIVE_FRAME, retry_frame, sse_frame, sse_frames_stored
 from agent_runs.models import Run
 from agent_runs.protocols.agui.errors import NOT_AUTHENTICATED, error_parts
 from agent_runs.protocols.agui.parsing import parse_event_cursor, run_id_or_404
-from agent_runs.selectors.events import EventStreamStart, event_stream_start
 from agent_runs.services.lifecycle import run_cancel
 
 logger = logging.getLogger(__name__)
 
 _RETRY_MS = 3000
 _TRUE = ("1", "true", "yes")
+
 
 class Translate(Protocol):
     """A stream's translation of each stored event into the events it sends

@@ -14,6 +14,7 @@ from rest_framework.views import APIView
 
 from agent_runs.authentication import stream_token_issue
 from agent_runs.errors import OnDisconnectInvalid, RunPayloadTooLarge
+from agent_runs.events.reads import event_stream_start
 from agent_runs.events.sse import sse_response
 from agent_runs.json_input import MalformedJson
 from agent_runs.protocols.agui.capabilities import agent_capabilities
@@ -29,7 +30,6 @@ from agent_runs.protocols.agui.parsing import (
 )
 from agent_runs.protocols.agui.schemas import task_accepted_response
 from agent_runs.protocols.agui.stream import run_event_stream
-from agent_runs.selectors.events import event_stream_start
 from agent_runs.selectors.runs import run_get_for_user, thread_get_for_user
 from agent_runs.services.lifecycle import run_cancel
 from agent_runs.services.runs import run_create

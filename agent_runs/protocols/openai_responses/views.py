@@ -25,6 +25,12 @@ from agent_runs.awaited import awaited_response, run_end_answer
 from agent_runs.db import db_call
 from agent_runs.errors import RunNotLatest, ThreadBusy
 from agent_runs.events.follow import thread_events
+from agent_runs.events.reads import (
+    EventStreamStart,
+    event_stream_start,
+    run_event_payloads,
+    thread_last_event_id,
+)
 from agent_runs.events.sse import KEEP_ALIVE_FRAME, sse_response
 from agent_runs.json_input import JsonBodyParser
 from agent_runs.models import RUN_ENDED_STATUSES, Run
@@ -50,12 +56,6 @@ from agent_runs.protocols.openai_responses.outbound import (
     is_terminal,
     response_of_journal,
     usage_object,
-)
-from agent_runs.selectors.events import (
-    EventStreamStart,
-    event_stream_start,
-    run_event_payloads,
-    thread_last_event_id,
 )
 from agent_runs.selectors.runs import run_get_for_user, session_thread_id
 from agent_runs.services.lifecycle import run_cancel

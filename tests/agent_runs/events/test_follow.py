@@ -13,8 +13,8 @@ from django.contrib.auth import get_user_model
 
 from agent_runs.events.emitter import RunEventEmitter
 from agent_runs.events.follow import Event, thread_events
+from agent_runs.events.reads import event_stream_start
 from agent_runs.models import Run, RunEvent
-from agent_runs.selectors.events import event_stream_start
 from agent_runs.services.lifecycle import run_claim, run_complete
 from tests.conftest import post_run, run_input
 

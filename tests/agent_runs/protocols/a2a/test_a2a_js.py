@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
+from agent_runs.events.reads import run_event_payloads
 from agent_runs.models import Run
 from agent_runs.protocols.a2a.outbound import TaskProjection
-from agent_runs.selectors.events import run_event_payloads
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),

@@ -1,4 +1,5 @@
-"""Reads of the event journal: where a client's stream starts, and pages of events."""
+"""Reads of the event journal: where a client's stream starts, and pages of events. The
+journal's own package holds them (codec → reads → emitter → hub → follow → wait)."""
 
 import uuid
 from dataclasses import dataclass
