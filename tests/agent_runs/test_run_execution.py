@@ -230,17 +230,3 @@ def test_a_worker_whose_database_connection_was_cut_runs_the_next_run(alice, red
 
     after = Run.objects.get(run_id="after")
     assert after.status == Run.Status.COMPLETED, after.error
-
-
-def test_a_job_queued_under_the_old_dotted_path_still_runs(alice, redis_queue):
-    """Jobs queued before the run core moved to agent_runs.runtime name the old path."""
-    body = run_input()
-    post_run(alice, body)
-    run = Run.objects.get(run_id=body["runId"])
-    redis_queue.empty()
-    redis_queue.enqueue("agent_runs.jobs.run_execute_job", run.pk, job_id=str(run.task_id))
-
-    work_burst(redis_queue)
-
-    run.refresh_from_db()
-    assert run.status == Run.Status.COMPLETED
