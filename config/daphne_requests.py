@@ -97,7 +97,8 @@ class ServiceRequest(http_protocol.WebRequest):
         # Twisted would answer a client waiting for "100 Continue" with it, after the 413.
         self.requestHeaders.removeHeader(b"Expect")
         path = self._target_path()
-        self.channel.transport.write(refusal(path, self.limit or body_limit(path)))
+        assert self.limit is not None, "set by _over_limit, which refuses"
+        self.channel.transport.write(refusal(path, self.limit))
 
 
 @lru_cache(maxsize=1024)
