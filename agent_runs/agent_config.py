@@ -13,18 +13,63 @@ import yaml
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import import_string
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from agent_runs.models import AutomationJob, Run
 
 BUILT_IN_TOOLS = ("calendar_create", "calendar_list", "calendar_update", "calendar_delete")
 
 
+# The built-in tools that write, which a person approves before they run in ``chat`` mode
+# unless the configuration says otherwise (an unattended automation run asks for none).
+APPROVAL_BY_DEFAULT_IN_CHAT = frozenset({"calendar_create", "calendar_update", "calendar_delete"})
+
+
+class ToolEntry(BaseModel):
+    """An enabled tool given as an object: its name, and whether a person must approve each
+    call before it runs (``requires_approval``; unset: the mode's default)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    requires_approval: bool | None = None
+
+
 class StageConfig(BaseModel):
+    """A stage's tools and context. Each enabled tool is a name, or an object naming it with
+    its ``requires_approval`` (``{"name": "calendar_list", "requires_approval": true}``)."""
+
     model_config = ConfigDict(extra="forbid")
 
     enabled_tools: list[str] = []
     context: str = ""
+    # Per tool given as an object, whether it requires approval.
+    approval: dict[str, bool] = {}
+
+    @model_validator(mode="before")
+    @classmethod
+    def _tool_entries(cls, data: Any) -> Any:
+        """Tool objects become names, their ``requires_approval`` kept in ``approval``."""
+        if not isinstance(data, dict) or not isinstance(data.get("enabled_tools"), list):
+            return data
+        names: list[Any] = []
+        approval = dict(data.get("approval") or {})
+        for entry in data["enabled_tools"]:
+            if isinstance(entry, dict):
+                tool = ToolEntry.model_validate(entry)
+                names.append(tool.name)
+                if tool.requires_approval is not None:
+                    approval[tool.name] = tool.requires_approval
+            else:
+                names.append(entry)
+        return {**data, "enabled_tools": names, "approval": approval}
+
+    def requires_approval(self, name: str, *, runtime_mode: str) -> bool:
+        """Whether a call of the tool waits for a person's approval: as configured, else
+        the built-in tools that write do in ``chat`` mode."""
+        if name in self.approval:
+            return self.approval[name]
+        return runtime_mode == Run.RuntimeMode.CHAT and name in APPROVAL_BY_DEFAULT_IN_CHAT
 
     def check_tools(self, known: Iterable[str]) -> None:
         unknown = sorted(set(self.enabled_tools) - set(known))

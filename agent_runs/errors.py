@@ -185,3 +185,101 @@ class PushUrlRefused(DomainError):
 
     def __init__(self, reason: str) -> None:
         super().__init__(f"push notification URL refused: {reason}")
+
+
+class InterruptOpen(DomainError):
+    """A new user message on a thread whose run waits on an approval: the answer comes
+    first (a run that resumes it)."""
+
+    code = "interrupt_open"
+    status = 409
+
+    def __init__(self, interrupt_id: str) -> None:
+        super().__init__(f"thread has an open interrupt: {interrupt_id}")
+
+
+class ToolCallsPending(DomainError):
+    """A new user message on a thread whose run waits on the client's own tool calls, which
+    the turn does not answer."""
+
+    code = "tool_calls_pending"
+    status = 409
+
+    def __init__(self, tool_call_ids: list[str]) -> None:
+        super().__init__(f"thread has pending tool calls: {', '.join(tool_call_ids)}")
+
+
+class InterruptNotFound(DomainError):
+    """A resume names an interrupt the thread (of the caller's) does not have."""
+
+    code = "interrupt_not_found"
+    status = 404
+
+    def __init__(self, interrupt_id: str) -> None:
+        super().__init__(f"interrupt {json.dumps(interrupt_id)} not found")
+
+
+class InterruptClosed(DomainError):
+    """A resume answers an interrupt that is answered already (or was cancelled)."""
+
+    code = "interrupt_closed"
+    status = 409
+
+    def __init__(self, interrupt_id: str, status: str) -> None:
+        super().__init__(f"interrupt {json.dumps(interrupt_id)} is not open: it is {status}")
+
+
+class InterruptExpired(DomainError):
+    """A resume answers an interrupt past its ``expiresAt``."""
+
+    code = "interrupt_expired"
+    status = 410
+
+    def __init__(self, interrupt_id: str) -> None:
+        super().__init__(f"interrupt {json.dumps(interrupt_id)} has expired")
+
+
+class ResumeIncomplete(DomainError):
+    """A resume leaves some of the thread's open interrupts unanswered: one resume answers
+    them all (AG-UI 1.0)."""
+
+    code = "resume_incomplete"
+    status = 422
+
+    def __init__(self, missing: list[str]) -> None:
+        super().__init__(f"resume must answer every open interrupt; missing: {', '.join(missing)}")
+
+
+class ResumePayloadInvalid(DomainError):
+    """A resume's payload does not meet its interrupt's ``responseSchema``."""
+
+    code = "invalid_input"
+    status = 422
+
+    def __init__(self, interrupt_id: str, place: str, reason: str) -> None:
+        super().__init__(
+            f"invalid resume payload for interrupt {json.dumps(interrupt_id)} at {place}: {reason}"
+        )
+
+
+class ToolCallUnknown(DomainError):
+    """A turn answers a tool call the thread does not wait on (unknown, or answered)."""
+
+    code = "invalid_input"
+    status = 422
+
+    def __init__(self, tool_call_id: str) -> None:
+        super().__init__(
+            f"RunAgentInput.messages: tool call {json.dumps(tool_call_id)} is not pending "
+            "(unknown or already answered)"
+        )
+
+
+class ToolNameTaken(DomainError):
+    """A client tool named as a backend tool."""
+
+    code = "invalid_input"
+    status = 422
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f'RunAgentInput.tools: "{name}" is a backend tool')

@@ -63,9 +63,18 @@ class InputMessage(_Camel):
 
 
 class Tool(_Camel):
-    name: str
+    name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_-]+$")
     description: str
-    parameters: dict[str, Any]
+    parameters: dict[str, Any] = {}
+
+
+class ResumeEntry(_Camel):
+    """An answer to one of the thread's open interrupts (AG-UI 1.0's ``ResumeEntry``)."""
+
+    interrupt_id: str = Field(min_length=1, max_length=40)
+    status: Literal["resolved", "cancelled"]
+    payload: Any = None
+    metadata: dict[str, Any] | None = None
 
 
 class Context(_Camel):
@@ -97,14 +106,30 @@ class RunAgentInput(_Camel):
     tools: list[Tool] = []
     context: list[Context] = []
     forwarded_props: ForwardedProps
+    # Answers to the thread's open interrupts: the run goes on with the reply they held.
+    resume: list[ResumeEntry] = []
 
     @property
     def user_message(self) -> InputMessage:
         return self.messages[0]
 
+    @property
+    def tool_answers(self) -> list[InputMessage]:
+        """The results of the client's tool calls the turn carries (its tool messages)."""
+        return [message for message in self.messages if message.role == "tool"]
+
+    @property
+    def continues_reply(self) -> bool:
+        """Whether the run answers the thread's open interrupts rather than a new user
+        message: it carries resume entries or tool results and no user message."""
+        has_user = any(message.role == "user" for message in self.messages)
+        return not has_user and bool(self.resume or self.tool_answers)
+
     def snapshot(self) -> dict[str, Any]:
         """The canonical camelCase form, stored with the run and hashed for idempotency."""
         data: dict[str, Any] = self.model_dump(mode="json", by_alias=True, exclude_none=True)
+        if not data["resume"]:
+            del data["resume"]  # a run's input as it was before runs could resume
         return data
 
     @property

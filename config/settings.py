@@ -196,6 +196,9 @@ AGENT_ROUTER_MODEL = env_str("AGENT_ROUTER_MODEL", AGENT_WORKER_MODEL)
 AGENT_MEMORY_MODEL = env_str("AGENT_MEMORY_MODEL", AGENT_ROUTER_MODEL)
 # Reason/act rounds of the worker in one run (the memory stage has three).
 AGENT_WORKER_MAX_ITERS = env_int("AGENT_WORKER_MAX_ITERS", 6, minimum=1)
+# How long a run's interrupt (a tool approval, a client tool's result) stays answerable;
+# the sweeper then expires it, and its thread takes new messages again.
+INTERRUPT_TTL_SECONDS = env_int("INTERRUPT_TTL_SECONDS", 86400, minimum=10)
 # What the memory stage keeps per user (the newest win).
 AGENT_MEMORY_MAX_ITEMS = env_int("AGENT_MEMORY_MAX_ITEMS", 50, minimum=1)
 # Tools and context per stage for chat runs (agent_runs/agent_config.py).

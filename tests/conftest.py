@@ -1,3 +1,4 @@
+import json
 import os
 import socket
 import subprocess
@@ -272,3 +273,35 @@ def alice_image_url(alice: APIClient, attachment_root: Any) -> Callable[[], str]
         return url
 
     return upload
+
+
+@pytest.fixture
+def tools_without_approval(tmp_path: Any, settings: Any, monkeypatch: Any) -> Iterator[None]:
+    """The chat runs' tools as shipped, with no call waiting for approval (the calendar's
+    writes run at once), for tests of what the tools do."""
+    from agent_runs.agent_config import system_agents
+
+    config = tmp_path / "system_agents_no_approval.yaml"
+    shipped = system_agents()
+    config.write_text(
+        json.dumps(
+            {
+                "agents": {
+                    stage: {
+                        "enabled_tools": [
+                            {"name": name, "requires_approval": False}
+                            for name in agent.enabled_tools
+                        ],
+                        "context": agent.context,
+                    }
+                    for stage, agent in shipped.agents.items()
+                },
+                "tools": shipped.tools,
+            }
+        )
+    )
+    settings.AGENT_SYSTEM_AGENTS_FILE = str(config)
+    monkeypatch.setenv("AGENT_SYSTEM_AGENTS_FILE", str(config))  # and a worker process's
+    system_agents.cache_clear()
+    yield
+    system_agents.cache_clear()

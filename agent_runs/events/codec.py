@@ -5,6 +5,7 @@ snake_case business fields kept as they are, internal statistics never on the wi
 """
 
 import json
+from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -17,6 +18,10 @@ TERMINAL_TYPES = frozenset({EventType.RUN_FINISHED.value, EventType.RUN_ERROR.va
 # "pause" or "step", and ``next_stage``), and going on from there.
 RUN_PAUSED_EVENT = "run_paused"
 RUN_RESUMED_EVENT = "run_resumed"
+# A run that ends on tool calls waiting for an answer, just before its ``RUN_FINISHED``
+# (``value``: ``interrupts``, the approvals as AG-UI 1.0 ``Interrupt``s, and
+# ``pendingToolCallIds``, the client's tool calls).
+RUN_INTERRUPTED_EVENT = "run_interrupted"
 
 
 class EventOrderError(Exception):
@@ -101,6 +106,11 @@ class EventSequence:
         self.open_messages: set[str] = set()
         self.open_tool_calls: set[str] = set()
         self.ended_tool_calls: set[str] = set()
+
+    def ended_earlier(self, tool_call_ids: Iterable[str]) -> None:
+        """Tool calls an earlier run of the thread started and ended, whose results this run
+        gives (it answers that run's interrupts)."""
+        self.ended_tool_calls.update(tool_call_ids)
 
     def check(self, payload: dict[str, Any]) -> None:
         kind = payload["type"]

@@ -6,10 +6,12 @@ import base64
 import logging
 from collections.abc import AsyncIterator, Callable, Sequence
 from copy import deepcopy
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from agentscope.agent import Agent, ContextConfig, InjectionConfig, ReActConfig
 from agentscope.agent._config import SummarySchema
+from agentscope.event import ExternalExecutionResultEvent, UserConfirmResultEvent
 from agentscope.exception import StructuredOutputError
 from agentscope.message import (
     AssistantMsg,
@@ -22,7 +24,8 @@ from agentscope.message import (
 )
 from agentscope.model import ChatModelBase
 from agentscope.permission import PermissionBehavior, PermissionDecision
-from agentscope.tool import FunctionTool, Toolkit
+from agentscope.state import AgentState
+from agentscope.tool import FunctionTool, ToolBase, Toolkit
 from pydantic import ValidationError
 
 from agent_runs.models import Stage
@@ -59,6 +62,45 @@ T = TypeVar("T")
 # Backend tools run without asking: without a permission AgentScope stops the reply to ask
 # the user (an AgentScope 2 default).
 _ALLOWED = PermissionDecision(behavior=PermissionBehavior.ALLOW, message="backend tool")
+# A tool that requires approval: AgentScope stops the reply on its call and waits for the
+# answer (a ``UserConfirmResultEvent``).
+_ASK = PermissionDecision(behavior=PermissionBehavior.ASK, message="requires approval")
+
+
+class ClientTool(ToolBase):
+    """A tool of the client's (AG-UI's frontend tools): offered to the model as the client
+    describes it; the client runs it, so the reply stops on its call and waits for its
+    result (AgentScope's external execution)."""
+
+    is_external_tool = True
+
+    def __init__(self, *, name: str, description: str, parameters: dict[str, Any] | None):
+        super().__init__()
+        self.name = name
+        self.description = description
+        self.input_schema = parameters or {"type": "object", "properties": {}}
+        self.is_concurrency_safe = True
+        self.is_read_only = False
+
+    async def check_permissions(self, *_args: Any, **_kwargs: Any) -> PermissionDecision:
+        return _ALLOWED
+
+
+@dataclass(frozen=True)
+class WorkerTools:
+    """The worker's tools: backend tool functions, the names of those whose calls wait
+    for approval, and the client's tools."""
+
+    backend: Sequence[Callable[..., Any]] = ()
+    approval: frozenset[str] = frozenset()
+    client: Sequence[ClientTool] = ()
+
+    def toolkit(self) -> Toolkit:
+        tools: list[ToolBase] = [
+            FunctionTool(tool, permission=_ASK if tool.__name__ in self.approval else _ALLOWED)
+            for tool in self.backend
+        ]
+        return Toolkit(tools=[*tools, *self.client])
 
 
 def conversation(
@@ -134,15 +176,46 @@ def worker_reply(
     *,
     model: ChatModelBase,
     messages: list[Msg],
-    tools: Sequence[Callable[..., Any]],
+    tools: Sequence[Callable[..., Any]] | WorkerTools,
     system_prompt: str,
     max_iters: int,
 ) -> AsyncIterator[Any]:
     """AgentScope's events for the worker's reply, then its final ``Msg``, whose
     ``structured_output`` is an ``AgentOutput`` when the model gave one."""
-    agent = _agent(Stage.WORKER, model, tools, system_prompt, max_iters)
+    tools = tools if isinstance(tools, WorkerTools) else WorkerTools(backend=tools)
+    agent = worker_agent(model=model, tools=tools, system_prompt=system_prompt, max_iters=max_iters)
+    return worker_reply_of(agent, messages)
+
+
+def worker_agent(
+    *,
+    model: ChatModelBase,
+    tools: WorkerTools,
+    system_prompt: str,
+    max_iters: int,
+    state: dict[str, Any] | None = None,
+) -> Agent:
+    """The worker's agent; ``state``: the agent state of a reply it held (``agent.state``
+    as JSON), which it goes on with."""
+    return _agent(
+        Stage.WORKER,
+        model,
+        tools.toolkit(),
+        system_prompt,
+        max_iters,
+        state=None if state is None else AgentState.model_validate(state),
+    )
+
+
+def worker_reply_of(
+    agent: Agent, inputs: list[Msg] | UserConfirmResultEvent | ExternalExecutionResultEvent
+) -> AsyncIterator[Any]:
+    """The worker agent's reply to the conversation, or the answers to the tool calls its
+    held reply waits for (it then goes on with the schema it was given)."""
+    if not isinstance(inputs, list):
+        return agent.reply_stream(inputs, yield_final_msg=True)
     return agent.reply_stream(
-        messages,
+        inputs,
         yield_final_msg=True,
         # As a JSON schema made once: given the class, AgentScope rebuilds the schema on
         # every look at its tool list (about a third of a demo run's time). The job
@@ -160,22 +233,26 @@ def memory_reply(
     max_iters: int,
 ) -> AsyncIterator[Any]:
     """AgentScope's events for the memory stage's reply to one finished turn."""
-    agent = _agent(Stage.MEMORY, model, tools, system_prompt, max_iters)
+    agent = _agent(
+        Stage.MEMORY, model, WorkerTools(backend=tools).toolkit(), system_prompt, max_iters
+    )
     return agent.reply_stream([UserMsg(name="user", content=turn)], yield_final_msg=True)
 
 
 def _agent(
     name: str,
     model: ChatModelBase,
-    tools: Sequence[Callable[..., Any]],
+    toolkit: Toolkit,
     system_prompt: str,
     max_iters: int,
+    state: AgentState | None = None,
 ) -> Agent:
     return Agent(
         name=name,
         system_prompt=system_prompt,
         model=model,
-        toolkit=Toolkit(tools=[FunctionTool(tool, permission=_ALLOWED) for tool in tools]),
+        toolkit=toolkit,
+        state=state,
         react_config=ReActConfig(max_iters=max_iters, structured_output_grace_iters=1),
         context_config=ContextConfig(summary_schema=deepcopy(_SUMMARY_SCHEMA)),
         # Without this AgentScope appends a runtime-state hint block to every prompt.

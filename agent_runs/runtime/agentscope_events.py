@@ -45,6 +45,11 @@ class RunMappingState:
     tool_names: dict[str, str] = field(default_factory=dict)
     tool_args: dict[str, str] = field(default_factory=dict)
     tool_results: dict[str, str] = field(default_factory=dict)
+    # The tool calls the reply stopped on, waiting for an answer from outside: an approval
+    # (``approval``) or a client's tool (``client_tool``), by tool call id.
+    held: dict[str, str] = field(default_factory=dict)
+    # Tool calls whose results are not sent (a client's tool: the client has its result).
+    quiet_results: set[str] = field(default_factory=set)
 
 
 def map_agentscope_event(event: Any, state: RunMappingState) -> list[BaseEvent]:
@@ -92,8 +97,20 @@ def map_agentscope_event(event: Any, state: RunMappingState) -> list[BaseEvent]:
         )
         return []
     if kind == AgentScopeEventType.TOOL_RESULT_END:
+        if tool_call_id in state.quiet_results:
+            return []
         return [_tool_call_result(event, state)]
+    if kind in _HOLDS:
+        for call in event.tool_calls:
+            state.held[call.id] = _HOLDS[kind]
     return []
+
+
+# AgentScope's events for a reply that stops on tool calls, and what each call waits for.
+_HOLDS = {
+    AgentScopeEventType.REQUIRE_USER_CONFIRM: "approval",
+    AgentScopeEventType.REQUIRE_EXTERNAL_EXECUTION: "client_tool",
+}
 
 
 def answer_text_events(answer: str, state: RunMappingState) -> list[BaseEvent]:
@@ -148,7 +165,7 @@ def _tool_call_end(tool_call_id: str, state: RunMappingState) -> list[BaseEvent]
     }
     return [
         ToolCallArgsEvent(
-            tool_call_id=tool_call_id, delta=raw_args, args=_parse_args(raw_args), **common
+            tool_call_id=tool_call_id, delta=raw_args, args=parse_tool_args(raw_args), **common
         ),
         ToolCallEndEvent(tool_call_id=tool_call_id, **common),
     ]
@@ -166,14 +183,15 @@ def _tool_call_result(event: Any, state: RunMappingState) -> BaseEvent:
         runId=state.run_id,
         stage=state.stage,
         tool_name=state.tool_names.get(event.tool_call_id, ""),
-        tool_call_args=_parse_args(state.tool_args.get(event.tool_call_id, "")),
+        tool_call_args=parse_tool_args(state.tool_args.get(event.tool_call_id, "")),
         status=status,
         result=result,
         error=None if status == "success" else result or "tool failed",
     )
 
 
-def _parse_args(raw: str) -> dict[str, Any]:
+def parse_tool_args(raw: str) -> dict[str, Any]:
+    """A tool call's JSON arguments as an object (what is not one, kept under a key)."""
     try:
         parsed = json.loads(raw) if raw else {}
     except json.JSONDecodeError:

@@ -181,6 +181,10 @@ async def _run_pipeline(run: Run, emitter: RunEventEmitter) -> bool:
     elif run.checkpoint is not None:
         emitter.emit(CustomEvent(name=RUN_RESUMED_EVENT, value={"next_stage": checkpoint.next}))
     turn, stages = await db_retried(_run_turn, run, emitter)
+    if turn.held is not None and checkpoint.next == Stage.ROUTER:
+        # It goes on with the reply its interrupts held, as the router decided for it.
+        checkpoint.next = Stage.WORKER
+        checkpoint.decision = RouteDecision.model_validate(turn.held.decision)
     # Where a parked run goes on (past the end: its memory stage was turned off meanwhile).
     first = stages.index(checkpoint.next) if checkpoint.next in stages else len(stages)
     for index, stage in enumerate(stages):
@@ -195,6 +199,8 @@ async def _run_pipeline(run: Run, emitter: RunEventEmitter) -> bool:
         elif stage == Stage.WORKER:
             assert checkpoint.decision is not None, "the router decides before the worker"
             checkpoint.output = await worker_stage(turn, checkpoint.decision, is_last=is_last)
+            if checkpoint.output is None:
+                break  # its reply waits on tool calls: the run ends here
         else:
             assert checkpoint.output is not None, "the worker answers before the memory"
             await memory_stage(turn, checkpoint.output)

@@ -6,6 +6,7 @@ Only the worker imports this module (it imports AgentScope through the pipeline)
 
 import asyncio
 import contextlib
+import json
 import logging
 import time
 import uuid
@@ -14,30 +15,55 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, TypeVar
 
-from ag_ui.core import StepFinishedEvent, StepStartedEvent, TextMessageEndEvent
-from agentscope.message import DataBlock, Msg, TextBlock
+from ag_ui.core import (
+    CustomEvent,
+    MessagesSnapshotEvent,
+    StepFinishedEvent,
+    StepStartedEvent,
+    TextMessageEndEvent,
+)
+from agentscope.agent import Agent
+from agentscope.event import (
+    ConfirmResult,
+    ExternalExecutionResultEvent,
+    UserConfirmResultEvent,
+)
+from agentscope.message import (
+    DataBlock,
+    Msg,
+    TextBlock,
+    ToolCallBlock,
+    ToolResultBlock,
+    ToolResultState,
+)
+from agentscope.state import AgentState
 from django.conf import settings
 from pydantic import ValidationError
 
 from agent_runs.agent_config import StageConfig, stage_config
 from agent_runs.errors import RunNoLongerRunning
+from agent_runs.events.codec import RUN_INTERRUPTED_EVENT
 from agent_runs.events.emitter import RunEventEmitter
-from agent_runs.models import Message, Run, Stage, Visibility, agent_step_id
+from agent_runs.models import Interrupt, Message, Run, Stage, Visibility, agent_step_id
 from agent_runs.runtime.agents import (
     MEMORY_SYSTEM_PROMPT,
     ROUTER_SYSTEM_PROMPT,
     WORKER_SYSTEM_PROMPT,
+    ClientTool,
+    WorkerTools,
     conversation,
     instructions,
     memory_reply,
     router_decide,
     user_content_with_images,
-    worker_reply,
+    worker_agent,
+    worker_reply_of,
 )
 from agent_runs.runtime.agentscope_events import (
     RunMappingState,
     answer_text_events,
     map_agentscope_event,
+    parse_tool_args,
 )
 from agent_runs.runtime.chat_models import ModelCall, UsageLog, chat_model_for
 from agent_runs.runtime.host import db, db_retried
@@ -46,8 +72,15 @@ from agent_runs.runtime.tools.context import ToolContext
 from agent_runs.runtime.tools.memory import memory_tools
 from agent_runs.runtime.tools.registry import tools_for
 from agent_runs.selectors.context import context_messages_for, run_user_message
+from agent_runs.selectors.interrupts import (
+    HeldReply,
+    held_reply_for,
+    interrupt_as_agui,
+    thread_conversation,
+)
 from agent_runs.selectors.profiles import user_locale, user_profile_settings
 from agent_runs.services.artifacts import ANSWER_FILE_NAME, agent_artifact_create
+from agent_runs.services.interrupts import HeldCall, approval_schema, run_suspend
 from agent_runs.services.messages import StageAnswer, ToolResult, run_stage_messages_store
 from agent_runs.services.steps import RunControl, agent_step_finish, agent_step_start
 from agent_runs.ui_schema import ui_schema_compile
@@ -98,6 +131,8 @@ class RunTurn:
     # Each stage's config, read with the turn; a config that could not be read (an
     # automation job's that does not validate) fails its stage when the stage starts.
     configs: dict[str, StageConfig | Exception] = field(default_factory=dict)
+    # The reply the run goes on with, when it answers the interrupts of the run before.
+    held: HeldReply | None = None
 
     @classmethod
     def prepare(
@@ -109,7 +144,8 @@ class RunTurn:
         store_usage: Callable[[str, list[ModelCall]], int],
     ) -> "RunTurn":
         """The turn of a run, with what its stages read (from a database thread)."""
-        user_message = run_user_message(run_pk=run.pk)
+        held = held_reply_for(run=run)
+        user_message = run_user_message(run_pk=held.user_run_pk if held else run.pk)
         configs: dict[str, StageConfig | Exception] = {}
         for stage in (Stage.ROUTER, Stage.WORKER, Stage.MEMORY):
             try:
@@ -129,6 +165,7 @@ class RunTurn:
                 token_budget=settings.AGENT_CONTEXT_TOKEN_BUDGET,
             ),
             configs=configs,
+            held=held,
         )
 
     def config(self, stage: str) -> StageConfig:
@@ -216,6 +253,32 @@ class RunTurn:
         """The tools the worker's config enables (the router chooses among them)."""
         return tools_for(config=self.config(Stage.WORKER), context=self.tool_context)
 
+    def worker_toolset(self, decision: RouteDecision) -> WorkerTools:
+        """The worker's tools for this turn: the backend tools the router chose (those
+        that require approval marked), and the client's own tools."""
+        config = self.config(Stage.WORKER)
+        backend = [tool for tool in self.worker_tools() if tool.__name__ in decision.tools]
+        approval = frozenset(
+            tool.__name__
+            for tool in backend
+            if config.requires_approval(tool.__name__, runtime_mode=self.run.runtime_mode)
+        )
+        return WorkerTools(backend=backend, approval=approval, client=self.client_tools())
+
+    def client_tools(self) -> list[ClientTool]:
+        """The client's tools (``RunAgentInput.tools``): those of the run it goes on from,
+        as the client now names them."""
+        specs = {tool["name"]: tool for tool in self.held.client_tools} if self.held else {}
+        specs.update({tool["name"]: tool for tool in self.run.input.get("tools", [])})
+        return [
+            ClientTool(
+                name=name,
+                description=spec.get("description", ""),
+                parameters=spec.get("parameters") or None,
+            )
+            for name, spec in specs.items()
+        ]
+
     def user_content(self) -> str | list[TextBlock | DataBlock]:
         """The user message for the worker: its text, with its images when it has some
         (from a database thread)."""
@@ -293,10 +356,11 @@ async def router_stage(turn: RunTurn, *, is_last: bool = False) -> RouteDecision
 
 async def worker_stage(
     turn: RunTurn, decision: RouteDecision, *, is_last: bool = False
-) -> AgentOutput:
+) -> AgentOutput | None:
     """Answer with the routed tools; store the tool results and the answer (and, where the
     run keeps it, the answer as a file artifact); send the answer as a text message whose
-    end carries the structured output."""
+    end carries the structured output. ``None`` when the reply stopped on tool calls that
+    wait for an answer from outside (``_worker_hold``): the run ends there."""
     run = turn.run
     await turn.step_start(Stage.WORKER, turn.user_message.content)
     started = time.monotonic()
@@ -305,27 +369,37 @@ async def worker_stage(
         thread_id=str(run.thread_id), run_id=run.run_id, stage=Stage.WORKER, message_id=message_id
     )
     config = turn.config(Stage.WORKER)
-    tools = [tool for tool in turn.worker_tools() if tool.__name__ in decision.tools]
+    tools = turn.worker_toolset(decision)
     usage_log = UsageLog(stage=Stage.WORKER)
     context = "\n\n".join(part for part in (config.context, _ROUTE_HINTS[decision.route]) if part)
-    user_content = (
-        await db(turn.user_content)
-        if turn.user_message.content_blocks
-        else turn.user_message.content
-    )
-    reply = worker_reply(
+    agent = worker_agent(
         model=chat_model_for(settings.AGENT_WORKER_MODEL, usage_log=usage_log),
-        messages=conversation(turn.context(Visibility.WORKER), user_content),
         tools=tools,
         system_prompt=instructions(
             WORKER_SYSTEM_PROMPT, context=context, memory_notes=turn.memory_notes
         ),
         max_iters=settings.AGENT_WORKER_MAX_ITERS,
+        state=turn.held.agent_state if turn.held else None,
     )
+    if turn.held is None:
+        user_content = (
+            await db(turn.user_content)
+            if turn.user_message.content_blocks
+            else turn.user_message.content
+        )
+        inputs: list[Any] = [conversation(turn.context(Visibility.WORKER), user_content)]
+    else:
+        inputs = held_answers(turn.held, state)
+        turn.emitter.sequence.ended_earlier(item.tool_call_id for item in turn.held.answers)
+    final = None
     try:
-        final = await turn.relay_reply(reply, state, usage_log)
+        for answer in inputs:
+            final = await turn.relay_reply(worker_reply_of(agent, answer), state, usage_log)
     finally:
         turn.record_usage(usage_log)
+    if state.held:
+        await _worker_hold(turn, agent, decision, state, started=started)
+        return None
     if final is None:
         raise RuntimeError("the agent ended its reply without a final message")
     output = agent_output(final, state)
@@ -377,6 +451,155 @@ async def worker_stage(
         Stage.WORKER, output=output.answer, started=started, is_last=is_last, state=state
     )
     return output
+
+
+def held_answers(held: HeldReply, state: RunMappingState) -> list[Any]:
+    """What the held reply is given to go on: the approvals' answers, then the client's
+    tool results (AgentScope takes one kind at a time). The calls' names and arguments,
+    sent by the run before, are the mapping's, so their results name them; a client tool's
+    result is not sent again (the client has it)."""
+    confirms: list[ConfirmResult] = []
+    results: list[ToolResultBlock] = []
+    for interrupt in held.answers:
+        state.tool_names[interrupt.tool_call_id] = interrupt.tool_name
+        state.tool_args[interrupt.tool_call_id] = json.dumps(interrupt.arguments)
+        answer = interrupt.answer or {}
+        if interrupt.kind == Interrupt.Kind.APPROVAL:
+            payload = answer.get("payload")
+            payload = payload if isinstance(payload, dict) else {}
+            approved = interrupt.status == Interrupt.Status.RESOLVED and bool(
+                payload.get("approved")
+            )
+            arguments = payload.get("arguments", interrupt.arguments) if approved else {}
+            if approved:
+                state.tool_args[interrupt.tool_call_id] = json.dumps(arguments)
+            call = ToolCallBlock(
+                id=interrupt.tool_call_id, name=interrupt.tool_name, input=json.dumps(arguments)
+            )
+            confirms.append(ConfirmResult(confirmed=approved, tool_call=call))
+            continue
+        state.quiet_results.add(interrupt.tool_call_id)
+        results.append(_client_tool_result(interrupt, answer))
+    reply_id = AgentState.model_validate(held.agent_state).reply_id
+    inputs: list[Any] = []
+    if confirms:
+        inputs.append(UserConfirmResultEvent(reply_id=reply_id, confirm_results=confirms))
+    if results:
+        inputs.append(ExternalExecutionResultEvent(reply_id=reply_id, execution_results=results))
+    return inputs
+
+
+def _client_tool_result(interrupt: Interrupt, answer: dict[str, Any]) -> ToolResultBlock:
+    """A client tool's result as AgentScope takes it: what the client sent (its tool
+    message's content, or a resume's payload), an error when it said so."""
+    if interrupt.status != Interrupt.Status.RESOLVED:
+        output, failed = "The user cancelled this tool call.", True
+    elif "result" in answer:
+        output, failed = str(answer["result"]), bool(answer.get("error"))
+        if failed:
+            output = f"{output}\n{answer['error']}".strip()
+    else:
+        payload = answer.get("payload")
+        output, failed = payload if isinstance(payload, str) else json.dumps(payload), False
+    return ToolResultBlock(
+        id=interrupt.tool_call_id,
+        name=interrupt.tool_name,
+        output=output,
+        state=ToolResultState.ERROR if failed else ToolResultState.SUCCESS,
+    )
+
+
+async def _worker_hold(
+    turn: RunTurn,
+    agent: Agent,
+    decision: RouteDecision,
+    state: RunMappingState,
+    *,
+    started: float,
+) -> None:
+    """The reply stopped on tool calls waiting for an answer: keep it (the agent's state)
+    with an interrupt per call and the results of the calls that ran, end the step, and
+    send the conversation so far and what the run waits for (``CUSTOM run_interrupted``,
+    before the run's end)."""
+    held = []
+    for tool_call_id, kind in state.held.items():
+        name = state.tool_names.get(tool_call_id, "")
+        tool = await agent.toolkit.get_tool(name)
+        schema = getattr(tool, "input_schema", None) or {"type": "object"}
+        approval = kind == Interrupt.Kind.APPROVAL
+        held.append(
+            HeldCall(
+                kind=Interrupt.Kind(kind),
+                tool_call_id=tool_call_id,
+                tool_name=name,
+                arguments=parse_tool_args(state.tool_args.get(tool_call_id, "")),
+                message=f"Allow {name} to run with these arguments?" if approval else "",
+                response_schema=approval_schema(schema) if approval else None,
+            )
+        )
+    reply = {
+        "agent_state": agent.state.model_dump(mode="json"),
+        "decision": decision.model_dump(mode="json"),
+        "client_tools": [
+            {"name": tool.name, "description": tool.description, "parameters": tool.input_schema}
+            for tool in turn.client_tools()
+        ],
+        "user_run_pk": turn.held.user_run_pk if turn.held else turn.run.pk,
+    }
+    interrupts, messages = await db_retried(_hold_store, turn, state, reply, held)
+    turn.emitter.emit(MessagesSnapshotEvent.model_validate({"messages": messages, **turn.ids}))
+    await turn.step_finish(Stage.WORKER, output="", started=started, is_last=True, state=state)
+    approvals = [item for item in interrupts if item.kind == Interrupt.Kind.APPROVAL]
+    turn.emitter.emit(
+        CustomEvent(
+            name=RUN_INTERRUPTED_EVENT,
+            value={
+                "interrupts": [interrupt_as_agui(item) for item in approvals],
+                "pendingToolCallIds": [
+                    item.tool_call_id
+                    for item in interrupts
+                    if item.kind == Interrupt.Kind.CLIENT_TOOL
+                ],
+            },
+        )
+    )
+
+
+def _hold_store(
+    turn: RunTurn, state: RunMappingState, reply: dict[str, Any], held: list[HeldCall]
+) -> tuple[list[Interrupt], list[dict[str, Any]]]:
+    """Store the results of the calls that ran, then the held reply and its interrupts;
+    the thread's conversation with the held calls, as AG-UI messages."""
+    run = turn.run
+    ran = [tool for tool in _tool_results(state) if tool.tool_call_id not in state.held]
+    if ran:
+        run_stage_messages_store(
+            run=run,
+            claim_token=turn.claim_token,
+            stage=Stage.WORKER,
+            tool_results=ran,
+            answer=None,
+        )
+    interrupts = run_suspend(run=run, claim_token=turn.claim_token, reply=reply, held=held)
+    messages = thread_conversation(thread_id=run.thread_id)
+    calls = [
+        {
+            "id": call.tool_call_id,
+            "type": "function",
+            "function": {"name": call.tool_name, "arguments": json.dumps(call.arguments)},
+        }
+        for call in held
+    ]
+    message_id = f"{Stage.WORKER.value}-{run.run_id}"
+    assistant = next((item for item in messages if item["id"] == message_id), None)
+    if assistant is None:
+        assistant = {"id": message_id, "role": "assistant", "toolCalls": []}
+        messages.append(assistant)
+    assistant["toolCalls"].extend(calls)
+    for message in messages:
+        if message.get("toolCalls") == []:
+            del message["toolCalls"]
+    return interrupts, messages
 
 
 def _answer_store(

@@ -58,6 +58,7 @@ from agent_runs.runtime.chat_models import chat_model_for
 from agent_runs.runtime.demo_model import DEMO_MODEL_ID
 from agent_runs.runtime.host import Ending, HeldJob, RunHost
 from agent_runs.runtime.openai_compatible import provider_clients_close
+from agent_runs.services.interrupts import interrupts_expire
 from agent_runs.services.lifecycle import runs_heartbeat, runs_recover
 from agent_runs.services.push import push_deliveries_enqueue_due
 from agent_runs.services.workers import worker_beat, worker_beat_end, worker_beats_prune
@@ -347,6 +348,14 @@ class RunWorker(SimpleWorker):
             return
         if failed or enqueued:
             logger.info("recovered runs: %d failed, %d enqueued again", failed, enqueued)
+        try:
+            expired = interrupts_expire()
+        except DatabaseError:
+            logger.warning("the sweep for expired interrupts failed", exc_info=True)
+            close_old_connections()
+            return
+        if expired:
+            logger.info("interrupts expired: %d (their threads take new messages again)", expired)
         try:
             pushes = push_deliveries_enqueue_due()
         except DatabaseError:

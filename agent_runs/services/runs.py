@@ -12,7 +12,7 @@ from django.db.models import Field, Model, Q
 from django.http import Http404
 from django.utils import timezone
 
-from agent_runs.agent_config import automation_job_get
+from agent_runs.agent_config import automation_job_get, system_agents
 from agent_runs.errors import (
     ConversationMessageRepeated,
     ConversationMessageUnknown,
@@ -20,10 +20,12 @@ from agent_runs.errors import (
     RunInputInvalid,
     RunNotLatest,
     ThreadBusy,
+    ToolNameTaken,
 )
 from agent_runs.models import RUN_ACTIVE_STATUSES, Message, Run, Thread
 from agent_runs.run_input import RunAgentInput, snapshot_sha256, user_text
 from agent_runs.selectors.messages import thread_message_ids_known
+from agent_runs.services.interrupts import interrupts_close, turn_answers_check
 from agent_runs.services.messages import MessageDraft, messages_append
 from agent_runs.services.queue import run_enqueue
 from attachments.models import Attachment
@@ -90,11 +92,17 @@ def run_create(
     ``options.turn`` is checked after the retry is recognised: a retry of a run that exists
     answers that run, even though the run itself now makes its thread busy.
 
+    The thread's open interrupts (services/interrupts.py) are checked under the same lock:
+    a run that answers them (``run_input.continues_reply``) stores no message, goes on with
+    the reply they held (``Run.continues``) and closes them; a new user message is refused
+    while one is open.
+
     On PostgreSQL a new thread, its run and its message are one statement (which inserts
     nothing when the thread exists; the thread's row lock is then taken as below), and a
     run of a thread that exists is one statement after its checks.
     """
     options = options or RunOptions()
+    _client_tools_check(run_input)
     snapshot = run_input.snapshot()
     images = _binary_blocks_resolve(user=user, snapshot=snapshot)
     automation_job = ""
@@ -108,8 +116,10 @@ def run_create(
         automation_job=automation_job,
         options=options,
     )
-    if connection.vendor == "postgresql" and _passes_on_a_new_thread(
-        options.turn, earlier_message_ids
+    if (
+        connection.vendor == "postgresql"
+        and not run_input.continues_reply
+        and _passes_on_a_new_thread(options.turn, earlier_message_ids)
     ):
         run = _run_create_with_thread(user=user, draft=draft)
         if run is not None:
@@ -134,10 +144,11 @@ class _RunDraft:
     automation_job: str
     options: RunOptions
 
-    def run(self, *, thread: Thread, created_thread: bool) -> Run:
+    def run(self, *, thread: Thread, created_thread: bool, continues: Run | None = None) -> Run:
         props = self.run_input.forwarded_props
         return Run(
             thread=thread,
+            continues=continues,
             run_id=self.run_input.run_id,
             parent_run_id=self.run_input.parent_run_id or "",
             runtime_mode=props.runtime_mode,
@@ -222,13 +233,20 @@ def _run_create(
                 return existing
         if options.turn is not None:
             _turn_check(thread=thread, rule=options.turn)
-        _conversation_check(
+        fresh_answers = _conversation_check(
             thread=thread,
-            new_message_id=run_input.user_message.id,
+            new_message_id=None if run_input.continues_reply else run_input.user_message.id,
             earlier_message_ids=earlier_message_ids or (),
+            tool_message_ids=[message.id for message in run_input.tool_answers],
         )
-        run = draft.run(thread=thread, created_thread=thread_created)
-        if connection.vendor == "postgresql":
+        answers = turn_answers_check(
+            thread=thread, run_input=run_input, tool_message_ids=fresh_answers
+        )
+        run = draft.run(thread=thread, created_thread=thread_created, continues=answers.continues)
+        if run_input.continues_reply:
+            # It answers the thread's open interrupts: no message of its own.
+            run.save(force_insert=True)
+        elif connection.vendor == "postgresql":
             thread_write = (
                 f"UPDATE {_table(Thread)} SET {_column(Thread, 'last_seq')} = "
                 f"{_column(Thread, 'last_seq')} + 1, {_column(Thread, 'updated_at')} = %s "
@@ -239,6 +257,7 @@ def _run_create(
         else:
             run.save(force_insert=True)
             messages_append(thread=thread, run=run, drafts=[draft.user_message(run_id=run.run_id)])
+        interrupts_close(answers=answers, run=run)
         _enqueue_on_commit(run)
         return run
 
@@ -335,22 +354,28 @@ def _turn_check(*, thread: Thread, rule: TurnRule) -> None:
 
 
 def _conversation_check(
-    *, thread: Thread, new_message_id: str, earlier_message_ids: Sequence[str]
-) -> None:
+    *,
+    thread: Thread,
+    new_message_id: str | None,
+    earlier_message_ids: Sequence[str],
+    tool_message_ids: Sequence[str] = (),
+) -> set[str]:
     """The run's user message is new to the thread, and the messages the client says came
     before it (none, unless it holds the conversation) are the thread's. A user message is
     always stored, so without earlier messages to find the stored ones suffice (the events,
     a long thread's many rows, are looked through for a client's conversation only)."""
+    new = {new_message_id} if new_message_id is not None else set()
     known = thread_message_ids_known(
         thread_id=thread.pk,
-        ids={new_message_id, *earlier_message_ids},
-        streamed=bool(earlier_message_ids),
+        ids={*new, *earlier_message_ids, *tool_message_ids},
+        streamed=bool(earlier_message_ids or tool_message_ids),
     )
     if new_message_id in known:
         raise ConversationMessageRepeated(new_message_id)
     for message_id in earlier_message_ids:
         if message_id not in known:
             raise ConversationMessageUnknown(message_id)
+    return set(tool_message_ids) - known
 
 
 def _binary_blocks_resolve(*, user: AbstractBaseUser, snapshot: dict[str, Any]) -> list[Attachment]:
@@ -359,7 +384,8 @@ def _binary_blocks_resolve(*, user: AbstractBaseUser, snapshot: dict[str, Any]) 
     (docs/spec/run-agent-input.md, Compatibility Notes). A URL that is not a valid, unexpired
     signed URL of an object of the caller's is an ``AttachmentUrlInvalid`` (422), before
     anything is stored."""
-    content = snapshot["messages"][0].get("content")
+    messages = snapshot["messages"]
+    content = messages[0].get("content") if messages and messages[0]["role"] == "user" else None
     if not isinstance(content, list):
         return []
     images: list[Attachment] = []
@@ -376,6 +402,15 @@ def _binary_blocks_resolve(*, user: AbstractBaseUser, snapshot: dict[str, Any]) 
             "path": image.path,
         }
     return images
+
+
+def _client_tools_check(run_input: RunAgentInput) -> None:
+    """The client's own tools may not take a backend tool's name (nor the name of the
+    tool through which the worker answers)."""
+    taken = {*system_agents().known_tools, "GenerateStructuredOutput"}
+    for tool in run_input.tools:
+        if tool.name in taken:
+            raise ToolNameTaken(tool.name)
 
 
 def _automation_job_check(run_input: RunAgentInput) -> str:

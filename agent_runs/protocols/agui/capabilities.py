@@ -1,7 +1,8 @@
 """What this server's AG-UI agent does, as AG-UI 1.0's ``AgentCapabilities``
 (``GET /api/v1/agent/ag-ui/capabilities``): only what it really does is ``true``; what it does
-not do yet is ``false`` (reasoning, client-provided tools, human-in-the-loop), and what AG-UI
-asks that does not apply is left out."""
+not do yet is ``false`` (reasoning), and what AG-UI
+asks that does not apply is left out. (An interrupt here is a tool call waiting for an
+approval; a client's tools are offered to the worker and their calls left to the client.)"""
 
 from functools import cache
 from importlib.metadata import PackageNotFoundError, version
@@ -33,8 +34,9 @@ def agent_capabilities() -> dict[str, Any]:
         # The run's stream (SSE), resumable from any event by Last-Event-ID on
         # GET /api/v1/agent/runs/{threadId}/events.
         transport=TransportCapabilities(streaming=True, resumable=True, websocket=False),
-        # The server's own tools; a client's (RunAgentInput.tools) are not offered yet.
-        tools=ToolsCapabilities(supported=True, client_provided=False),
+        # The server's own tools, and the client's (RunAgentInput.tools), called by the
+        # model in parallel where it asks.
+        tools=ToolsCapabilities(supported=True, client_provided=True, parallel_calls=True),
         # Threads and their journal persist; the memory stage keeps notes about the user.
         state=StateCapabilities(snapshots=False, deltas=False, memory=True),
         reasoning=ReasoningCapabilities(supported=False),
@@ -43,7 +45,11 @@ def agent_capabilities() -> dict[str, Any]:
                 image=True, audio=False, video=False, pdf=False, file=False
             )
         ),
-        human_in_the_loop=HumanInTheLoopCapabilities(supported=False),
+        # Approvals of backend tool calls, answered by a run's resume (edited arguments
+        # too); no other kind of intervention.
+        human_in_the_loop=HumanInTheLoopCapabilities(
+            supported=True, approvals=True, interventions=False, feedback=False
+        ),
         # AG-UI names no field for it: a run stops when its request is aborted, or by
         # POST /api/v1/agent/runs/{runId}/cancel.
         custom={"cancel": True},

@@ -26,7 +26,7 @@ import ag_ui.core
 from ag_ui.core import PROTOCOL_VERSION, BaseEvent, EventType, TokenUsage
 
 from agent_runs.db import db_call
-from agent_runs.events.codec import TERMINAL_TYPES, Event
+from agent_runs.events.codec import RUN_INTERRUPTED_EVENT, TERMINAL_TYPES, Event
 from agent_runs.services.lifecycle import RUN_CANCELLED_CODE
 from billing.schemas import UsageSummary
 from billing.selectors import RunUsageByModel, format_cost, run_usage_by_model
@@ -67,10 +67,12 @@ class ClientEvents:
     client takes (``agui_client_event`` each), knowing what the run has left open; the run's
     usage is read before its terminal event is translated (``prepare``)."""
 
-    def __init__(self, *, run_pk: int | None = None) -> None:
+    def __init__(self, *, run_pk: int | None = None, run_input: dict[str, Any] | None = None):
         self._open: dict[str, list[Any]] = {"tool calls": [], "messages": [], "steps": []}
         self._run_pk = run_pk
+        self._input = run_input
         self._usage: RunUsageByModel | None = None
+        self._outcome: dict[str, Any] = {"type": "success"}
 
     async def prepare(self, batch: list[Event]) -> None:
         """Read the run's usage when ``batch`` holds its terminal event."""
@@ -85,9 +87,16 @@ class ClientEvents:
         events = [payload]
         if kind == EventType.RUN_STARTED:
             self._open = {name: [] for name in self._open}
-            events = [{**payload, "protocolVersion": PROTOCOL_VERSION}]
+            self._outcome = {"type": "success"}
+            started = {**payload, "protocolVersion": PROTOCOL_VERSION}
+            if self._input is not None:
+                started["input"] = _input_echo(self._input)
+            events = [started]
+        elif kind == EventType.CUSTOM and payload.get("name") == RUN_INTERRUPTED_EVENT:
+            self._outcome = _outcome(payload.get("value") or {})
+            return []
         elif kind == EventType.RUN_FINISHED:
-            events = [self._with_usage({**payload, "outcome": {"type": "success"}})]
+            events = [self._with_usage({**payload, "outcome": self._outcome})]
         elif kind == EventType.RUN_ERROR and payload.get("code") == RUN_CANCELLED_CODE:
             events = [*self._ends(), self._with_usage(_cancelled(payload))]
         elif kind == EventType.RUN_ERROR:
@@ -134,6 +143,28 @@ _SPANS = (
     (EventType.TEXT_MESSAGE_START, EventType.TEXT_MESSAGE_END, "messageId", "messages"),
     (EventType.STEP_STARTED, EventType.STEP_FINISHED, "stepName", "steps"),
 )
+
+
+def _outcome(value: dict[str, Any]) -> dict[str, Any]:
+    """How a run that stopped on tool calls ended: on approvals, an interrupt; on the
+    client's own tool calls only, a success naming them."""
+    if value.get("interrupts"):
+        return {"type": "interrupt", "interrupts": value["interrupts"]}
+    return {"type": "success", "pendingToolCallIds": value.get("pendingToolCallIds", [])}
+
+
+def _input_echo(snapshot: dict[str, Any]) -> dict[str, Any]:
+    """The run's input as ``RUN_STARTED.input`` echoes it: its stored snapshot, whose
+    images are named by their storage place (no signed URL, a credential, is kept) and so
+    are left out of the echo."""
+    messages = []
+    for message in snapshot.get("messages", []):
+        content = message.get("content")
+        if isinstance(content, list):
+            text = [block for block in content if block.get("type") == "text"]
+            message = {**message, "content": text}
+        messages.append(message)
+    return {**snapshot, "messages": messages}
 
 
 def _cancelled(payload: dict[str, Any]) -> dict[str, Any]:

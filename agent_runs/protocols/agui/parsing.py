@@ -72,17 +72,20 @@ class ConversationTurn:
     earlier_message_ids: tuple[str, ...] | None
 
 
-# Top-level fields AG-UI 1.0 clients send that this server has no use for (no interrupts to
-# resume): accepted, not kept (the run endpoint's model ignores them the same way).
-_CLIENT_ENVELOPE_KEYS = ("protocolVersion", "resume")
+# Top-level fields AG-UI 1.0 clients send that this server has no use for: accepted, not
+# kept (the run endpoint's model ignores them the same way).
+_CLIENT_ENVELOPE_KEYS = ("protocolVersion",)
 
 
 def parse_conversation_turn(raw: Any) -> ConversationTurn:
     """A ``RunAgentInput`` whose ``messages`` is the whole conversation (what AG-UI clients
-    send): the new turn is its last message, which must be the user's; every rule of the
-    spec applies to that message (its text, its images) and to the rest of the body, with
-    ``forwardedProps.runtime_mode`` defaulting to ``chat``. Of the earlier messages only the
-    ids are read: the thread has them already."""
+    send). The new turn is its last message, the user's: every rule of the spec applies to
+    that message (its text, its images) and to the rest of the body, with
+    ``forwardedProps.runtime_mode`` defaulting to ``chat``; the tool messages after the
+    previous user message go with it (the results of the client's own tool calls, when the
+    thread does not have them yet). A turn that answers the thread's open interrupts has no
+    new user message: it ends with those tool messages, or carries ``resume``. Of the earlier
+    messages only the ids are read: the thread has them already."""
     if not isinstance(raw, dict):
         raise RunInputInvalid("invalid RunAgentInput: the body must be a JSON object")
     data = {key: value for key, value in raw.items() if key not in _CLIENT_ENVELOPE_KEYS}
@@ -97,22 +100,54 @@ def parse_conversation_turn(raw: Any) -> ConversationTurn:
         message_id = message.get("id")
         if not isinstance(message_id, str) or not 0 < len(message_id) <= MAX_MESSAGE_ID_LENGTH:
             raise RunInputInvalid(f"invalid RunAgentInput.messages[{index}].id")
-    if not messages or messages[-1]["role"] != "user":
+    resumes = bool(data.get("resume"))
+    ends_with_user = bool(messages) and messages[-1]["role"] == "user"
+    end = len(messages) - 1 if ends_with_user else len(messages)
+    since = max((i + 1 for i in range(end) if messages[i]["role"] == "user"), default=0)
+    answers = [message for message in messages[since:end] if message["role"] == "tool"]
+    if not ends_with_user and not resumes and not answers:
         raise RunInputInvalid("RunAgentInput.messages must end with the new user message")
-    last = len(messages) - 1
     props = data.get("forwardedProps", data.get("forwarded_props"))
     if props is None or (isinstance(props, dict) and "runtime_mode" not in props):
         props = {**(props or {}), "runtime_mode": "chat"}
     data.pop("forwarded_props", None)
-    turn = {**data, "messages": [messages[last]], "forwardedProps": props}
+    answer_ids = {message["id"] for message in answers}
+    earlier = tuple(
+        dict.fromkeys(
+            message["id"] for message in messages[:end] if message["id"] not in answer_ids
+        )
+    )
+    if not ends_with_user:
+        turn = {**data, "messages": answers, "forwardedProps": props}
+        return ConversationTurn(run_input=_parse_answering_turn(turn), earlier_message_ids=earlier)
+    turn = {**data, "messages": [messages[end], *answers], "forwardedProps": props}
     try:
         run_input = parse_run_agent_input(turn)
     except RunInputInvalid as exc:
         # Named by its place in the conversation the client sent, not in the turn.
-        message = str(exc).replace("RunAgentInput.messages[0]", f"RunAgentInput.messages[{last}]")
+        message = str(exc).replace("RunAgentInput.messages[0]", f"RunAgentInput.messages[{end}]")
         raise RunInputInvalid(message) from None
-    earlier = tuple(dict.fromkeys(message["id"] for message in messages[:last]))
     return ConversationTurn(run_input=run_input, earlier_message_ids=earlier)
+
+
+def _parse_answering_turn(data: dict[str, Any]) -> RunAgentInput:
+    """A turn without a new user message, answering the thread's open interrupts: the
+    spec's rules that apply to it (ids, forwardedProps, what the store can keep)."""
+    thread_id = data.get("threadId", data.get("thread_id"))
+    if not isinstance(thread_id, str) or parse_uuid(thread_id) is None:
+        raise RunInputInvalid("threadId must be a valid UUID")
+    data = _camel_keys(data)
+    run_id = data.get("runId")
+    if not isinstance(run_id, str) or not run_id.strip():
+        raise RunInputInvalid("invalid RunAgentInput.runId")
+    if len(run_id) > MAX_RUN_ID_LENGTH:
+        raise RunInputInvalid("runId exceeds length limit")
+    _check_forwarded_props(data.get("forwardedProps"))
+    _check_storable(data)
+    try:
+        return RunAgentInput.model_validate(data)
+    except ValidationError as exc:
+        raise RunInputInvalid(_describe(exc)) from None
 
 
 def _check_rules(data: dict[str, Any]) -> None:
@@ -259,7 +294,7 @@ def _is_rfc3339_with_offset(value: Any) -> bool:
 
 
 # Keys whose values are free-form JSON and are kept exactly as sent.
-_OPAQUE_KEYS = {"state", "forwardedProps", "parameters", "function"}
+_OPAQUE_KEYS = {"state", "forwardedProps", "parameters", "function", "payload", "metadata"}
 
 
 def _camel_keys(value: Any, depth: int = 0) -> Any:

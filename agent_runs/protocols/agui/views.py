@@ -85,7 +85,9 @@ class _RunStartApi(APIView):
             run=run,
             start=start,
             cancel_on_disconnect=cancel_on_disconnect,
-            translate=ClientEvents(run_pk=run.pk) if self.client_form else None,
+            translate=ClientEvents(run_pk=run.pk, run_input=run.input)
+            if self.client_form
+            else None,
         )
         return sse_response(events)
 
@@ -115,6 +117,9 @@ class RunCreateApi(_RunStartApi):
     renderer_classes = [JSONRenderer, EventStreamRenderer]
 
     def parse(self, raw: Any) -> ConversationTurn:
+        if isinstance(raw, dict):
+            # The seed's endpoint answers no interrupt: AG-UI 1.0's resume is ignored here.
+            raw = {key: value for key, value in raw.items() if key != "resume"}
         return ConversationTurn(run_input=parse_run_agent_input(raw), earlier_message_ids=None)
 
 

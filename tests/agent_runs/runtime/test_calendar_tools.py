@@ -15,6 +15,10 @@ from tests.agent_runs.sse import read_sse
 from tests.conftest import post_run, run_input, work_burst
 from tests.fake_llm import said
 
+# What the tools do, as they run at once (the calendar's writes wait for approval by
+# default in chat mode: tests/agent_runs/protocols/agui/test_interrupts.py).
+pytestmark = pytest.mark.usefixtures("tools_without_approval")
+
 CLIENT_TIME = {
     "device_timezone": "America/Los_Angeles",
     "client_now_iso": "2026-03-16T09:12:33-07:00",

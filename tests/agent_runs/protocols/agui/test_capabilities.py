@@ -18,12 +18,17 @@ def test_the_capabilities_are_agui_s_schema_and_say_what_the_server_does(alice):
     parsed = AgentCapabilities.model_validate(body)  # AG-UI's own type, as sent
     assert parsed.model_dump(mode="json", by_alias=True, exclude_none=True) == body
     assert body["transport"]["streaming"] is True and body["transport"]["resumable"] is True
-    assert body["tools"] == {"supported": True, "clientProvided": False}
+    assert body["tools"] == {"supported": True, "clientProvided": True, "parallelCalls": True}
     assert body["multimodal"]["input"]["image"] is True
     assert body["state"]["memory"] is True
     # Not done yet: said so, never claimed.
     assert body["reasoning"] == {"supported": False}
-    assert body["humanInTheLoop"] == {"supported": False}
+    assert body["humanInTheLoop"] == {
+        "supported": True,
+        "approvals": True,
+        "interventions": False,
+        "feedback": False,
+    }
     assert body["custom"] == {"cancel": True}
 
 

@@ -68,7 +68,7 @@ def client_stream(run_id: str) -> list[tuple[str, dict[str, Any]]]:
         for row in RunEvent.objects.filter(run=run).order_by("pk")
         for at in [row.created_at]
     ]
-    translate = ClientEvents(run_pk=run.pk)
+    translate = ClientEvents(run_pk=run.pk, run_input=run.input)
     async_to_sync(translate.prepare)(events)
     return [(str(event.id), sent) for event in events for sent in translate(event.payload)]
 
@@ -214,8 +214,14 @@ def test_the_spec_fields_reach_an_agui_client_in_metadata(alice_token, daphne_po
         assert end["metadata"][field] == stored["TEXT_MESSAGE_END"][field]
     for field in ("status", "result", "error", "tool_call_id"):
         assert result["metadata"][field] == stored["TOOL_CALL_RESULT"][field]
-    # Nothing to move: the AG-UI version it speaks is added.
-    assert by_type["RUN_STARTED"] == {**stored["RUN_STARTED"], "protocolVersion": "1.0"}
+    # Nothing to move: the AG-UI version it speaks is added, and the input it ran on.
+    run_input_echo = Run.objects.get(run_id=body["runId"]).input
+    assert run_input_echo["messages"] == [user("u1", "/tool calendar_list")]
+    assert by_type["RUN_STARTED"] == {
+        **stored["RUN_STARTED"],
+        "protocolVersion": "1.0",
+        "input": run_input_echo,
+    }
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,110 @@
+"""Reads of interrupts: a run's held reply and the answers it goes on with, a thread's
+conversation as AG-UI messages (what a run that stops on an interrupt sends before its end),
+and interrupts as AG-UI 1.0 shows them."""
+
+import json
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from agent_runs.models import Interrupt, Message, Run, Visibility
+
+
+@dataclass(frozen=True)
+class HeldReply:
+    """The reply a run goes on with: the agent state it was held in, the router's decision
+    for it, the client's tools it was offered, the run holding the user message it answers,
+    and the interrupts this run answers (closed, in the order they were made)."""
+
+    agent_state: dict[str, Any]
+    decision: dict[str, Any]
+    client_tools: list[dict[str, Any]]
+    user_run_pk: int
+    answers: list[Interrupt]
+
+
+def held_reply_for(*, run: Run) -> HeldReply | None:
+    """The held reply ``run`` goes on with (``None``: it answers a new user message)."""
+    if run.continues_id is None:
+        return None
+    reply = Run.objects.values_list("suspended_reply", flat=True).get(pk=run.continues_id)
+    if not reply:
+        raise ValueError(f"run {run.continues_id} holds no reply to go on with")
+    answers = list(Interrupt.objects.filter(answered_by=run).order_by("created_at", "id"))
+    return HeldReply(
+        agent_state=reply["agent_state"],
+        decision=reply["decision"],
+        client_tools=reply.get("client_tools", []),
+        user_run_pk=reply["user_run_pk"],
+        answers=answers,
+    )
+
+
+def interrupt_as_agui(interrupt: Interrupt) -> dict[str, Any]:
+    """An interrupt as AG-UI 1.0's ``Interrupt`` (camelCase, its tool and arguments in the
+    metadata)."""
+    return {
+        "id": interrupt.id,
+        "reason": interrupt.reason,
+        "message": interrupt.message,
+        "toolCallId": interrupt.tool_call_id,
+        "responseSchema": interrupt.response_schema,
+        "expiresAt": interrupt.expires_at.isoformat().replace("+00:00", "Z"),
+        "metadata": {"toolName": interrupt.tool_name, "arguments": interrupt.arguments},
+    }
+
+
+def thread_conversation(*, thread_id: uuid.UUID) -> list[dict[str, Any]]:
+    """The thread's conversation as AG-UI messages, with the ids its events gave them: each
+    user message, each run's assistant message (its answer, with the tool calls it made)
+    and the results of those calls; a tool call still waiting has no result yet."""
+    rows = Message.objects.filter(thread_id=thread_id).order_by("seq")
+    messages: list[dict[str, Any]] = []
+    assistants: dict[str, dict[str, Any]] = {}
+    for row in rows.values_list("message_id", "role", "content", "metadata", "visibility_mask"):
+        message_id, role, content, metadata, mask = row
+        if role == Message.Role.USER:
+            messages.append({"id": message_id, "role": "user", "content": content})
+        elif role == Message.Role.TOOL and metadata.get("stage") == "worker":
+            assistant = _assistant(messages, assistants, metadata["run_id"])
+            assistant["toolCalls"].append(_tool_call(metadata))
+            messages.append(
+                {
+                    "id": message_id,
+                    "role": "tool",
+                    "toolCallId": metadata["tool_call_id"],
+                    "content": content,
+                }
+            )
+        elif role == Message.Role.ASSISTANT and mask & Visibility.UI_HISTORY:
+            _assistant(messages, assistants, metadata.get("run_id", ""), message_id)["content"] = (
+                content
+            )
+    return messages
+
+
+def _assistant(
+    messages: list[dict[str, Any]],
+    assistants: dict[str, dict[str, Any]],
+    run_id: str,
+    message_id: str | None = None,
+) -> dict[str, Any]:
+    """The run's assistant message (``worker-<runId>``, the id its events gave it), added
+    where the run's first tool call or answer comes."""
+    message_id = message_id or f"worker-{run_id}"
+    if message_id not in assistants:
+        assistants[message_id] = {"id": message_id, "role": "assistant", "toolCalls": []}
+        messages.append(assistants[message_id])
+    return assistants[message_id]
+
+
+def _tool_call(metadata: dict[str, Any]) -> dict[str, Any]:
+    args = metadata.get("tool_call_args", "")
+    return {
+        "id": metadata["tool_call_id"],
+        "type": "function",
+        "function": {
+            "name": metadata.get("tool_name", ""),
+            "arguments": args if isinstance(args, str) else json.dumps(args),
+        },
+    }
