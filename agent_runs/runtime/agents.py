@@ -63,8 +63,12 @@ T = TypeVar("T")
 # the user (an AgentScope 2 default).
 _ALLOWED = PermissionDecision(behavior=PermissionBehavior.ALLOW, message="backend tool")
 # A tool that requires approval: AgentScope stops the reply on its call and waits for the
-# answer (a ``UserConfirmResultEvent``).
-_ASK = PermissionDecision(behavior=PermissionBehavior.ASK, message="requires approval")
+# answer (a ``UserConfirmResultEvent``). Every call is asked about on its own (bypass-immune:
+# otherwise a second call of the tool in the same turn would wait, unasked, for the rule the
+# first one's approval might add).
+_ASK = PermissionDecision(
+    behavior=PermissionBehavior.ASK, message="requires approval", bypass_immune=True
+)
 
 
 class ClientTool(ToolBase):

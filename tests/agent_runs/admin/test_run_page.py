@@ -21,7 +21,12 @@ from tests.billing.conftest import price_entry
 from tests.conftest import post_run, run_input, start_worker, stop_process, wait_for, work_burst
 from tests.fake_llm import FakeOpenAI
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.integration]
+# The runs shown call the calendar's tools, which here run at once (no approval).
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.integration,
+    pytest.mark.usefixtures("tools_without_approval"),
+]
 
 MODEL = "openai/gpt-test"
 ARGUMENTS = {"title": "Dentist", "start": "2026-03-17T09:00"}

@@ -104,9 +104,10 @@ def test_a_client_tool_is_left_to_the_client_and_its_result_answered_next_turn(
     assert ends[-1]["answer"] == "It is sunny in Paris."
     interrupt.refresh_from_db()
     assert interrupt.status == Interrupt.Status.RESOLVED
-    assert interrupt.answer["result"] == "Sunny, 21 C"
-    run = Run.objects.get(run_id=answered["runId"])
-    assert run.continues.run_id == asked["runId"] and run.status == Run.Status.COMPLETED
+    assert interrupt.answer == {"result": "Sunny, 21 C", "error": None}
+    run = Run.objects.select_related("continues").get(run_id=answered["runId"])
+    assert run.continues is not None and run.continues.run_id == asked["runId"]
+    assert run.status == Run.Status.COMPLETED
     # The answering run stored no user message of its own.
     users = Message.objects.filter(thread_id=thread_id, role="user")
     assert list(users.values_list("message_id", flat=True)) == [asked["id"]]
@@ -152,7 +153,7 @@ def test_a_tool_that_requires_approval_interrupts_the_run_until_answered(
     assert first["pendingInterrupts"][0]["id"] == interrupt["id"]
     # The answer: the run went on from the tool call, as answered.
     stored.refresh_from_db()
-    assert stored.status == Interrupt.Status.RESOLVED and stored.answer["payload"] == answer
+    assert stored.status == Interrupt.Status.RESOLVED and stored.answer == {"payload": answer}
     titles = list(CalendarEvent.objects.values_list("title", flat=True))
     assert titles == ([created] if created else [])
     results = [e for e in second["events"] if e["type"] == "TOOL_CALL_RESULT"]
