@@ -27,6 +27,7 @@ _WHEN = {
     404: "Not found, or not the caller's",
     405: "A method the endpoint does not take",
     409: "A conflict with what exists",
+    410: "Gone: what it answers has expired",
     413: "The body is too large",
     415: "An unsupported content type",
     422: "Input that breaks a validation rule",

@@ -109,13 +109,46 @@ THREAD_ID_QUERY = OpenApiParameter(
 )
 
 
+_RESUME_EXAMPLE = {
+    "threadId": _THREAD_ID,
+    "runId": "run-003",
+    "messages": [
+        {"id": "msg-003", "role": "user", "content": "Put a standup in my calendar at nine"},
+        {"id": "worker-run-002", "role": "assistant", "content": ""},
+    ],
+    "resume": [
+        {
+            "interruptId": "int-5f0c2b1e9a4d4c6f8e7a1b2c3d4e5f60",
+            "status": "resolved",
+            "payload": {"approved": True},
+        }
+    ],
+}
+_CONVERSATION_ERRORS = {
+    **_RUN_ERRORS,
+    **error_responses(
+        409,
+        410,
+        e409="The runId is the thread's already, with another body; the new user message's id "
+        "is; the thread waits on an interrupt or a client tool call the turn does not answer; "
+        "or the interrupt it answers is answered already",
+        e410="The interrupt it answers has expired",
+    ),
+}
+
+
 def _run_start(
-    *, operation_id: str, summary: str, description: str, example: dict[str, Any]
+    *,
+    operation_id: str,
+    summary: str,
+    description: str,
+    examples: list[OpenApiExample],
+    errors: dict[int, Any] = _RUN_ERRORS,
 ) -> Any:
     """``extend_schema`` of a run's POST: a RunAgentInput in, the run's events (SSE) or its
     TaskAcceptedResponse (202 JSON) out."""
     return extend_schema(
-        examples=[OpenApiExample("A chat run", value=example, request_only=True)],
+        examples=examples,
         operation_id=operation_id,
         summary=summary,
         description=description,
@@ -125,7 +158,7 @@ def _run_start(
         responses={
             (202, "application/json"): _ACCEPTED,
             (200, "text/event-stream"): _STREAMED,
-            **{(status, "application/json"): error for status, error in _RUN_ERRORS.items()},
+            **{(status, "application/json"): error for status, error in errors.items()},
         },
     )
 
@@ -141,7 +174,7 @@ class RunCreateSchema(OpenApiViewExtension):
                 description="A RunAgentInput holding the one new user message. "
                 "Answers `202` TaskAcceptedResponse, or with `Accept: text/event-stream` the "
                 "run's events. Idempotent per (threadId, runId).",
-                example=_RUN_EXAMPLE,
+                examples=[OpenApiExample("A chat run", value=_RUN_EXAMPLE, request_only=True)],
             )
             def post(self, request: Any) -> Any:
                 return super().post(request)
@@ -160,10 +193,17 @@ class ConversationRunSchema(OpenApiViewExtension):
                 summary="Run the next turn of a conversation (AG-UI clients)",
                 description="A RunAgentInput as AG-UI clients send it: `messages` is the "
                 "whole conversation, the new user message last (earlier messages are matched "
-                "to the thread's by id). Answers the run's events as SSE, in the form AG-UI "
-                "clients keep whole; `202` TaskAcceptedResponse only to a client that accepts "
-                "only JSON.",
-                example=_CONVERSATION_EXAMPLE,
+                "to the thread's by id), or, to answer the thread's open interrupts, the "
+                "client's tool messages last or `resume`. Answers the run's events as SSE, in "
+                "the form AG-UI clients keep whole; `202` TaskAcceptedResponse only to a "
+                "client that accepts only JSON.",
+                examples=[
+                    OpenApiExample("The next turn", value=_CONVERSATION_EXAMPLE, request_only=True),
+                    OpenApiExample(
+                        "An approval's answer", value=_RESUME_EXAMPLE, request_only=True
+                    ),
+                ],
+                errors=_CONVERSATION_ERRORS,
             )
             def post(self, request: Any) -> Any:
                 return super().post(request)
