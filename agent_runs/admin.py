@@ -18,6 +18,7 @@ from agent_runs.models import (
     ApiToken,
     AutomationJob,
     CalendarEvent,
+    Interrupt,
     Message,
     PushConfig,
     PushDelivery,
@@ -196,6 +197,24 @@ class MessageAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     search_fields = ("=thread__id", "run__run_id", "message_id")
     list_select_related = ("thread", "run")
     readonly_fields = [field.name for field in Message._meta.fields]
+
+
+@admin.register(Interrupt)
+class InterruptAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    """The tool calls runs stopped on, waiting for an answer: pending, answered, expired;
+    by user and by tool."""
+
+    list_display = ("id", "tool_name", "kind", "status", "thread", "run", "created_at")
+    list_filter = (
+        "status",
+        "kind",
+        "tool_name",
+        ("created_at", admin.DateFieldListFilter),
+        "thread__owner",
+    )
+    search_fields = ("=id", "=thread__id", "run__run_id", "tool_call_id")
+    list_select_related = ("thread", "run")
+    readonly_fields = [field.name for field in Interrupt._meta.fields]
 
 
 @admin.register(ApiToken)

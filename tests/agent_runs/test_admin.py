@@ -68,3 +68,51 @@ def test_a_runs_admin_page_shows_its_events_in_order(alice, staff_client, redis_
     positions = [raw.index(kind) for kind in ("RUN_STARTED", "TEXT_MESSAGE_END", "RUN_FINISHED")]
     assert positions == sorted(positions)
     assert "events (timeline)" in page.lower()
+
+
+def test_staff_list_interrupts_by_status_user_and_tool(alice, bob, staff_client, redis_queue):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from agent_runs.models import Interrupt
+
+    runs = []
+    for client in (alice, bob):
+        body = run_input()
+        post_run(client, body)
+        runs.append(Run.objects.get(run_id=body["runId"]))
+    soon = timezone.now() + timedelta(hours=1)
+    for index, (run, tool, status) in enumerate(
+        [
+            (runs[0], "calendar_create", "pending"),
+            (runs[0], "calendar_delete", "expired"),
+            (runs[1], "calendar_create", "resolved"),
+        ]
+    ):
+        Interrupt.objects.create(
+            id=f"int-{index}",
+            thread=run.thread,
+            run=run,
+            kind="approval",
+            reason="tool_approval",
+            tool_call_id=f"call_{index}",
+            tool_name=tool,
+            status=status,
+            expires_at=soon,
+        )
+    alice_id = get_user_model().objects.get(username="alice").pk
+
+    def count(**query: str | int) -> int:
+        page = staff_client.get("/admin/agent_runs/interrupt/", query)
+        assert page.status_code == 200
+        return int(page.context["cl"].result_count)
+
+    assert count() == 3
+    assert count(status__exact="pending") == 1
+    assert count(status__exact="expired") == 1
+    assert count(tool_name__exact="calendar_create") == 2
+    assert count(thread__owner__id__exact=alice_id) == 2
+    page = staff_client.get("/admin/agent_runs/interrupt/int-0/change/")
+    assert page.status_code == 200 and "calendar_create" in page.content.decode()
+    assert staff_client.post("/admin/agent_runs/interrupt/int-0/change/", {}).status_code == 403
