@@ -283,3 +283,16 @@ class ToolNameTaken(DomainError):
 
     def __init__(self, name: str) -> None:
         super().__init__(f'RunAgentInput.tools: "{name}" is a backend tool')
+
+
+class InterruptNotAnApproval(DomainError):
+    """An answer of approval for an interrupt that waits on a client's tool result."""
+
+    code = "interrupt_not_an_approval"
+    status = 409
+
+    def __init__(self, interrupt_id: str) -> None:
+        super().__init__(
+            f"interrupt {json.dumps(interrupt_id)} waits on the client's tool result, "
+            "not on an approval"
+        )

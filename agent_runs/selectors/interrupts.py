@@ -1,20 +1,26 @@
 """Reads of interrupts: a run's held reply and the answers it goes on with, a thread's
 conversation as AG-UI messages (what a run that stops on an interrupt sends before its end),
-and interrupts as AG-UI 1.0 shows them."""
+interrupts as AG-UI 1.0 shows them, and the caller's interrupts a page at a time."""
 
 import json
 import uuid
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
+from django.contrib.auth.models import AbstractBaseUser
+from django.db.models import Q
+
 from agent_runs.models import Interrupt, Message, Run, Visibility
+from agent_runs.selectors.runs import thread_get_for_user
+from agent_runs.selectors.threads import Page
 
 
 @dataclass(frozen=True)
 class HeldReply:
     """The reply a run goes on with: the agent state it was held in, the router's decision
     for it, the client's tools it was offered, the run holding the user message it answers,
-    and the interrupts this run answers (closed, in the order they were made)."""
+    and the interrupts it stopped on (closed, in the order they were made)."""
 
     agent_state: dict[str, Any]
     decision: dict[str, Any]
@@ -30,7 +36,9 @@ def held_reply_for(*, run: Run) -> HeldReply | None:
     reply = Run.objects.values_list("suspended_reply", flat=True).get(pk=run.continues_id)
     if not reply:
         raise ValueError(f"run {run.continues_id} holds no reply to go on with")
-    answers = list(Interrupt.objects.filter(answered_by=run).order_by("created_at", "id"))
+    # Every interrupt of the held reply is closed by now (answered with this run, or one by
+    # one before it); one that expired meanwhile goes on as cancelled.
+    answers = list(Interrupt.objects.filter(run_id=run.continues_id).order_by("created_at", "id"))
     return HeldReply(
         agent_state=reply["agent_state"],
         decision=reply["decision"],
@@ -52,6 +60,41 @@ def interrupt_as_agui(interrupt: Interrupt) -> dict[str, Any]:
         "expiresAt": interrupt.expires_at.isoformat().replace("+00:00", "Z"),
         "metadata": {"toolName": interrupt.tool_name, "arguments": interrupt.arguments},
     }
+
+
+@dataclass(frozen=True)
+class InterruptPosition:
+    """Where a page of interrupts ends: the last interrupt's creation time and id."""
+
+    created_at: datetime
+    interrupt_id: str
+
+
+def interrupts_page_for_user(
+    *,
+    user: AbstractBaseUser,
+    thread_id: uuid.UUID | None,
+    status: Interrupt.Status,
+    after: InterruptPosition | None,
+    limit: int,
+) -> Page[Interrupt]:
+    """The caller's interrupts of ``status``, newest first (``created_at``, then id), after
+    ``after``: of the thread ``thread_id`` (a 404 when it is not the caller's), or of all
+    the caller's threads; each with its run."""
+    if thread_id is not None:
+        interrupts = Interrupt.objects.filter(
+            thread=thread_get_for_user(user=user, thread_id=thread_id)
+        )
+    else:
+        interrupts = Interrupt.objects.filter(thread__owner_id=user.pk)
+    interrupts = interrupts.filter(status=status).select_related("run")
+    if after is not None:
+        interrupts = interrupts.filter(
+            Q(created_at__lt=after.created_at)
+            | Q(created_at=after.created_at, id__lt=after.interrupt_id)
+        )
+    found = list(interrupts.order_by("-created_at", "-id")[: limit + 1])
+    return Page(items=found[:limit], has_more=len(found) > limit)
 
 
 def thread_conversation(*, thread_id: uuid.UUID) -> list[dict[str, Any]]:

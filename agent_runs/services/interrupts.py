@@ -14,9 +14,11 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
+from functools import partial
 from typing import Any
 
 from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.utils import timezone
 from jsonschema import Draft202012Validator
@@ -25,6 +27,7 @@ from jsonschema.exceptions import SchemaError
 from agent_runs.errors import (
     InterruptClosed,
     InterruptExpired,
+    InterruptNotAnApproval,
     InterruptNotFound,
     InterruptOpen,
     ResumeIncomplete,
@@ -35,7 +38,8 @@ from agent_runs.errors import (
     ToolCallUnknown,
 )
 from agent_runs.models import Interrupt, Run, Thread
-from agent_runs.run_input import InputMessage, RunAgentInput
+from agent_runs.run_input import InputMessage, RunAgentInput, snapshot_sha256
+from agent_runs.services.queue import run_enqueue
 
 # AG-UI's reasons: an approval of a backend tool, and a client's tool call (which AG-UI
 # reports as a pending tool call, not as an interrupt).
@@ -233,12 +237,84 @@ def _tool_answers(
 
 def interrupts_close(*, answers: Answers, run: Run) -> None:
     """Close the interrupts the turn answered, with ``run`` as their answer (in the
-    transaction that creates it)."""
+    transaction that creates it); when it goes on with a held reply, the run is the answer
+    of those answered one by one before it too."""
     now = timezone.now()
     for interrupt_id, (status, answer) in answers.closed.items():
         Interrupt.objects.filter(pk=interrupt_id, status=Interrupt.Status.PENDING).update(
             status=status, answer=answer, answered_by=run, closed_at=now
         )
+    if answers.continues is not None:
+        Interrupt.objects.filter(run=answers.continues, answered_by=None).exclude(
+            status=Interrupt.Status.PENDING
+        ).update(answered_by=run)
+
+
+def interrupt_answer(
+    *, user: AbstractBaseUser, interrupt_id: str, payload: dict[str, Any]
+) -> tuple[Interrupt, Run | None]:
+    """Answer one open approval outside a run (a person in an inbox, another system), by
+    the rules a resume meets (``InterruptNotFound`` for a stranger's); nothing is written
+    when one is broken. Once its run's last open interrupt is answered, the run that goes on
+    with the held reply is created (and queued): it is returned, else ``None``. Under the
+    thread's row lock: of two answers at once, exactly one wins."""
+    thread_id = (
+        Interrupt.objects.filter(pk=interrupt_id, thread__owner_id=user.pk)
+        .values_list("thread_id", flat=True)
+        .first()
+    )
+    if thread_id is None:
+        raise InterruptNotFound(interrupt_id)
+    with transaction.atomic():
+        thread = Thread.objects.select_for_update().get(pk=thread_id)
+        interrupt = Interrupt.objects.select_related("run").get(pk=interrupt_id)
+        if interrupt.status != Interrupt.Status.PENDING:
+            _not_open(thread, interrupt_id)
+        if interrupt.expires_at <= timezone.now():
+            raise InterruptExpired(interrupt_id)
+        if interrupt.kind != Interrupt.Kind.APPROVAL:
+            raise InterruptNotAnApproval(interrupt_id)
+        _payload_check(interrupt, payload)
+        Interrupt.objects.filter(pk=interrupt.pk).update(
+            status=Interrupt.Status.RESOLVED, answer={"payload": payload}, closed_at=timezone.now()
+        )
+        interrupt.refresh_from_db()
+        if Interrupt.objects.filter(run=interrupt.run, status=Interrupt.Status.PENDING).exists():
+            return interrupt, None
+        run = _continuation_create(thread, interrupt.run)
+    return interrupt, run
+
+
+def _continuation_create(thread: Thread, held: Run) -> Run:
+    """The run that goes on with ``held``'s reply once its interrupts are all answered
+    outside a run: its input the held run's, with no message; in the held run's chain
+    (``parentRunId``: the run that started it), so each protocol sees it as the same
+    conversation's next run."""
+    run_id = f"resume-{uuid.uuid4().hex[:16]}"
+    snapshot = {
+        **{key: value for key, value in held.input.items() if key != "resume"},
+        "runId": run_id,
+        "messages": [],
+        "tools": [],
+    }
+    run = Run.objects.create(
+        thread=thread,
+        run_id=run_id,
+        parent_run_id=held.parent_run_id or held.run_id,
+        continues=held,
+        runtime_mode=held.runtime_mode,
+        input=snapshot,
+        input_sha256=snapshot_sha256(snapshot),
+        client_time=held.client_time,
+        automation_job=held.automation_job,
+        answer_artifact=held.answer_artifact,
+        request=held.request,
+    )
+    Interrupt.objects.filter(run=held, answered_by=None).exclude(
+        status=Interrupt.Status.PENDING
+    ).update(answered_by=run)
+    transaction.on_commit(partial(run_enqueue, run=run))
+    return run
 
 
 def interrupts_expire() -> int:

@@ -11,12 +11,19 @@ from functools import partial
 from typing import Any
 
 import pytest
+from django.contrib.auth import get_user_model
 from django.utils import timezone
 from hypothesis import given
 from hypothesis import strategies as st
 
+from agent_runs.errors import (
+    InterruptClosed,
+    InterruptNotAnApproval,
+    InterruptNotFound,
+    ResumePayloadInvalid,
+)
 from agent_runs.models import CalendarEvent, Interrupt, Run, RunEvent
-from agent_runs.services.interrupts import interrupts_expire
+from agent_runs.services.interrupts import interrupt_answer, interrupts_expire
 from tests.agent_runs.concurrency import at_once_behind_lock
 from tests.agent_runs.protocols.agui.test_fuzz import FUZZ, JSON_VALUES, encode
 from tests.conftest import send, start_worker, stop_process, wait_for, work_burst
@@ -367,3 +374,59 @@ def test_fuzzed_resume_and_tools_never_fail_the_server_and_write_nothing_when_re
             )
 
     answers()
+
+
+def test_interrupts_answered_one_by_one_outside_a_run_go_on_once_all_are(
+    alice, bob, fake_openai, redis_queue
+):
+    both = [
+        ("call_a", "calendar_create", json.dumps(STANDUP)),
+        ("call_b", "calendar_create", json.dumps({**STANDUP, "title": "Retro"})),
+    ]
+    thread = Interrupted(alice, fake_openai, redis_queue, both)
+    first, second = thread.interrupts
+    owner = thread.run.thread.owner
+    stranger = get_user_model().objects.get(username="bob")
+
+    with pytest.raises(InterruptNotFound):
+        interrupt_answer(user=stranger, interrupt_id=first.id, payload={"approved": True})
+    with pytest.raises(ResumePayloadInvalid):
+        interrupt_answer(user=owner, interrupt_id=first.id, payload={"approved": 1})
+    answered, run = interrupt_answer(user=owner, interrupt_id=first.id, payload={"approved": True})
+    assert answered.status == Interrupt.Status.RESOLVED and run is None
+    with pytest.raises(InterruptClosed):
+        interrupt_answer(user=owner, interrupt_id=first.id, payload={"approved": True})
+    # The thread still waits on the other one; the answered one is closed for every client.
+    again = post(alice, thread.resume(approve(first)))
+    assert again.status_code == 409
+    assert post(alice, body(thread.thread_id, [*thread.messages, user("u2", "?")])).json() == {
+        "detail": f"thread has an open interrupt: {second.id}"
+    }
+
+    _, run = interrupt_answer(user=owner, interrupt_id=second.id, payload={"approved": False})
+
+    assert run is not None and run.continues_id == thread.run.pk
+    assert run.parent_run_id == thread.run.run_id and run.status == Run.Status.QUEUED
+    work_burst(redis_queue)
+    run.refresh_from_db()
+    assert run.status == Run.Status.COMPLETED
+    assert list(CalendarEvent.objects.values_list("title", flat=True)) == ["Standup"]
+    assert set(Interrupt.objects.values_list("answered_by", flat=True)) == {run.pk}
+    # The thread takes new messages again.
+    turn = body(thread.thread_id, [*thread.messages, user("u2", "Thanks")])
+    assert post(alice, turn).status_code == 202
+
+
+def test_a_client_tool_call_is_not_answered_as_an_approval(alice, fake_openai, redis_queue):
+    weather = {"name": "get_weather", "description": "The weather.", "parameters": {}}
+    fake_openai.tool_call_turns = [[("call_w", "get_weather", json.dumps({"city": "Rome"}))]]
+    asked = body(str(uuid.uuid4()), [user("u1", "Weather in Rome?")], tools=[weather])
+    assert post(alice, asked).status_code == 202
+    work_burst(redis_queue)
+    interrupt = Interrupt.objects.get()
+    owner = interrupt.thread.owner
+
+    with pytest.raises(InterruptNotAnApproval):
+        interrupt_answer(user=owner, interrupt_id=interrupt.id, payload={"approved": True})
+    interrupt.refresh_from_db()
+    assert interrupt.status == Interrupt.Status.PENDING
