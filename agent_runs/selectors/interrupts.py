@@ -4,6 +4,7 @@ interrupts as AG-UI 1.0 shows them, and the caller's interrupts a page at a time
 
 import json
 import uuid
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -46,6 +47,17 @@ def held_reply_for(*, run: Run) -> HeldReply | None:
         user_run_pk=reply["user_run_pk"],
         answers=answers,
     )
+
+
+def open_interrupts_by_run(*, run_pks: Collection[int]) -> dict[int, list[Interrupt]]:
+    """The pending interrupts of each of these runs that has some (a run that ended on them
+    is ``completed``, yet waits: each protocol shows it as its own word for "input
+    required"), in the order they were made."""
+    found: dict[int, list[Interrupt]] = {}
+    pending = Interrupt.objects.filter(run_id__in=run_pks, status=Interrupt.Status.PENDING)
+    for interrupt in pending.order_by("created_at", "id"):
+        found.setdefault(interrupt.run_id, []).append(interrupt)
+    return found
 
 
 def interrupt_as_agui(interrupt: Interrupt) -> dict[str, Any]:
