@@ -5,6 +5,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -64,16 +65,22 @@ def browser() -> Iterator[Browser]:
 
 
 @dataclass
-class Live:
-    """The served console: its base URL and the fake model steering its answers."""
+class Served:
+    """The served console: its base URL."""
 
     port: int
-    fake: FakeOpenAI
-    local_dir: Path
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
+
+
+@dataclass
+class Live(Served):
+    """The served console, and the fake model steering its answers."""
+
+    fake: FakeOpenAI
+    local_dir: Path
 
 
 def fake_reset(fake: FakeOpenAI) -> None:
@@ -96,6 +103,15 @@ def console_server(
     """daphne (production settings: ``DJANGO_DEBUG=false``) and a worker, serving the static
     files ``collectstatic`` gathered, with the worker's and router's model on the fake."""
     local_dir = tmp_path_factory.mktemp("console-live")
+    with FakeOpenAI() as fake, console_serving(local_dir, **fake_model_env(fake)) as port:
+        yield Live(port=port, fake=fake, local_dir=local_dir)
+
+
+@contextmanager
+def console_serving(local_dir: Path, **model_env: str) -> Iterator[int]:
+    """daphne and a worker in production settings, serving the static files
+    ``collectstatic`` gathered into ``local_dir``, with the models ``model_env`` names; the
+    daphne port."""
     env = {
         "LOCAL_DATA_DIR": str(local_dir),
         "AGENT_MODEL_MAX_RETRIES": "1",
@@ -109,8 +125,8 @@ def console_server(
         env=service_env(REDIS_URL=settings.REDIS_URL, **env),
         check=True,
     )
-    with FakeOpenAI() as fake, serving(**fake_model_env(fake), **env) as port:
-        yield Live(port=port, fake=fake, local_dir=local_dir)
+    with serving(**model_env, **env) as port:
+        yield port
 
 
 @pytest.fixture
@@ -131,7 +147,7 @@ def context(browser: Browser) -> Iterator[BrowserContext]:
     created.close()
 
 
-def signed_in(context: BrowserContext, live: Live, username: str = "alice") -> Page:
+def signed_in(context: BrowserContext, live: Served, username: str = "alice") -> Page:
     """A page of the console, signed in through its own sign-in form."""
     page = context.new_page()
     page.set_default_timeout(20_000)

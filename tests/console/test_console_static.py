@@ -19,6 +19,7 @@ FILES = {
     "/static/console/console.js": "text/javascript",
     "/static/console/sse.js": "text/javascript",
     "/static/console/render.js": "text/javascript",
+    "/static/console/approvals.js": "text/javascript",
     "/static/console/console.css": "text/css",
 }
 

@@ -1,8 +1,9 @@
 """Pages of the REST lists: ``?limit=`` and a ``?cursor=`` (the ``next`` of the page before).
 A cursor names where the last page ended, a time and a key: ``t<µs>.<thread id>`` for the
-threads, ``r<µs>.<run pk>`` for a thread's runs (the time in microseconds since the epoch).
-Clients never read it; any value of that form is a place in its list (``THREAD_CURSOR`` and
-``RUN_CURSOR`` are its patterns, in the schema too)."""
+threads, ``r<µs>.<run pk>`` for a thread's runs, ``i<µs>.<interrupt id>`` for interrupts
+(the time in microseconds since the epoch). Clients never read it; any value of that form is
+a place in its list (``THREAD_CURSOR``, ``RUN_CURSOR`` and ``INTERRUPT_CURSOR`` are its
+patterns, in the schema too)."""
 
 import re
 import uuid
@@ -10,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
+from agent_runs.selectors.interrupts import InterruptPosition
 from agent_runs.selectors.threads import RunPosition, ThreadPosition
 from config.errors import DomainError
 
@@ -19,6 +21,8 @@ MAX_LIMIT = 100
 # digits, a run's primary key (a positive bigint of at most 18 digits).
 THREAD_CURSOR = r"^t[0-9]{1,16}\.[0-9a-f]{32}$"
 RUN_CURSOR = r"^r[0-9]{1,16}\.[1-9][0-9]{0,17}$"
+# An interrupt's key is its id, ``int-`` and 32 hex digits (agent_runs/services/interrupts.py).
+INTERRUPT_CURSOR = r"^i[0-9]{1,16}\.int-[0-9a-f]{32}$"
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
@@ -62,6 +66,15 @@ def run_cursor(position: RunPosition) -> str:
 def run_position(cursor: str) -> RunPosition:
     at, key = _decode(cursor, RUN_CURSOR)
     return RunPosition(created_at=at, pk=int(key))
+
+
+def interrupt_cursor(position: InterruptPosition) -> str:
+    return f"i{_microseconds(position.created_at)}.{position.interrupt_id}"
+
+
+def interrupt_position(cursor: str) -> InterruptPosition:
+    at, key = _decode(cursor, INTERRUPT_CURSOR)
+    return InterruptPosition(created_at=at, interrupt_id=key)
 
 
 def _microseconds(moment: datetime) -> int:

@@ -1,5 +1,6 @@
 """Response shapes of the threads-and-runs REST endpoints (docs/protocols/agui.md, Threads and
-runs), camelCase as the rest of AG-UI. Output only: these endpoints take no body."""
+runs) and of the interrupts' list, camelCase as the rest of AG-UI. Output only: these
+endpoints take no body."""
 
 from typing import Any
 
@@ -7,7 +8,7 @@ from django.conf import settings
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from agent_runs.models import Run, Thread
+from agent_runs.models import Interrupt, Run, Thread
 from billing.schemas import CostSource, UsageSummary
 from billing.selectors import format_cost
 
@@ -133,6 +134,35 @@ class RunDetailSerializer(RunSerializer):
     @extend_schema_field(CostSerializer)
     def cost_totals(self, run: Run) -> dict[str, Any]:
         return dict(CostSerializer(self.context["usage"]).data)
+
+
+class InterruptSerializer(serializers.Serializer):
+    """An interrupt: AG-UI 1.0's ``Interrupt`` (``interrupt_as_agui``), and where it is, what
+    it holds and how it stands."""
+
+    id = serializers.CharField()
+    reason = serializers.CharField(help_text="`tool_approval`, or `tool_call` for a client tool.")
+    message = serializers.CharField()
+    toolCallId = serializers.CharField()
+    responseSchema = serializers.JSONField(
+        allow_null=True, help_text="The JSON schema a resume's payload must meet."
+    )
+    expiresAt = serializers.DateTimeField()
+    metadata = serializers.DictField(help_text="`toolName` and `arguments`, as AG-UI sends them.")
+    threadId = serializers.UUIDField()
+    runId = serializers.CharField(help_text="The run it stopped.")
+    kind = serializers.ChoiceField(choices=Interrupt.Kind.choices)
+    status = serializers.ChoiceField(choices=Interrupt.Status.choices)
+    toolName = serializers.CharField()
+    arguments = serializers.DictField()
+    createdAt = serializers.DateTimeField()
+
+
+class InterruptPageSerializer(serializers.Serializer):
+    interrupts = InterruptSerializer(many=True)
+    next = serializers.CharField(
+        allow_null=True, help_text="The cursor of the next page; null on the last page."
+    )
 
 
 def _iso(moment: Any) -> str | None:

@@ -1,9 +1,11 @@
-"""The threads-and-runs REST routes (mounted at api/v1/agent/ by agent_runs/urls.py). GET
-runs/<run_id> sits beside urls.py's POST runs and runs/<run_id>/cancel: no path is both."""
+"""The threads-and-runs REST routes and the interrupts' list (mounted at api/v1/agent/ by
+agent_runs/urls.py). GET runs/<run_id> sits beside urls.py's POST runs and
+runs/<run_id>/cancel: no path is both."""
 
 from django.urls import path
 
 from agent_runs.protocols.agui.thread_views import (
+    InterruptListApi,
     RunDetailApi,
     ThreadDetailApi,
     ThreadListApi,
@@ -15,4 +17,5 @@ urlpatterns = [
     path("threads/<uuid:thread_id>", ThreadDetailApi.as_view(), name="thread-detail"),
     path("threads/<uuid:thread_id>/runs", ThreadRunListApi.as_view(), name="thread-run-list"),
     path("runs/<str:run_id>", RunDetailApi.as_view(), name="run-detail"),
+    path("interrupts", InterruptListApi.as_view(), name="interrupt-list"),
 ]

@@ -1,8 +1,11 @@
 """The threads-and-runs REST endpoints (docs/protocols/agui.md, Threads and runs): the caller's
-threads and runs, read a page at a time, and a thread's deletion."""
+threads and runs, read a page at a time, and a thread's deletion; and the caller's interrupts
+(docs/protocols/agui.md, ``GET /api/v1/agent/interrupts``)."""
 
 import uuid
+from typing import Any
 
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status
 from rest_framework.request import Request
@@ -10,11 +13,16 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agent_runs.authentication import request_user
+from agent_runs.models import Interrupt
 from agent_runs.protocols.agui.openapi import THREAD_ID_QUERY
 from agent_runs.protocols.agui.pagination import (
+    INTERRUPT_CURSOR,
     MAX_LIMIT,
     RUN_CURSOR,
     THREAD_CURSOR,
+    PageQueryInvalid,
+    interrupt_cursor,
+    interrupt_position,
     parse_page_query,
     run_cursor,
     run_position,
@@ -23,10 +31,16 @@ from agent_runs.protocols.agui.pagination import (
 )
 from agent_runs.protocols.agui.parsing import run_id_or_404, thread_id_or_404
 from agent_runs.protocols.agui.serializers import (
+    InterruptPageSerializer,
     RunDetailSerializer,
     RunPageSerializer,
     ThreadDetailSerializer,
     ThreadPageSerializer,
+)
+from agent_runs.selectors.interrupts import (
+    InterruptPosition,
+    interrupt_as_agui,
+    interrupts_page_for_user,
 )
 from agent_runs.selectors.runs import thread_get_for_user
 from agent_runs.selectors.threads import (
@@ -58,6 +72,7 @@ def _page_parameters(cursor_pattern: str) -> list[OpenApiParameter]:
 
 
 _PAGE_ERRORS = error_responses(400, 401, e400="A limit or cursor this API cannot read")
+_STATUSES = ", ".join(Interrupt.Status.values)
 
 
 class ThreadListApi(APIView):
@@ -159,3 +174,73 @@ class RunDetailApi(APIView):
         )
         usage = run_usage_summary(run=run)
         return Response(RunDetailSerializer(run, context={"usage": usage}).data)
+
+
+class InterruptListApi(APIView):
+    """``GET /api/v1/agent/interrupts?threadId=&status=&limit=&cursor=``: the caller's
+    interrupts (of one thread, or of all), newest first; the pending ones by default."""
+
+    @extend_schema(
+        operation_id="interrupts_list",
+        summary="The caller's interrupts",
+        description="The tool calls the caller's runs stopped on, waiting for an answer, as "
+        "AG-UI 1.0's `Interrupt` with their thread, run and status; newest first. Keyset pages.",
+        tags=["interrupts"],
+        parameters=[
+            OpenApiParameter(
+                "threadId",
+                OpenApiTypes.UUID,
+                description="Only this thread's (a thread not the caller's is a 404).",
+            ),
+            OpenApiParameter(
+                "status",
+                {"type": "string", "enum": Interrupt.Status.values},
+                description="Only the interrupts of this status (default `pending`).",
+            ),
+            *_page_parameters(INTERRUPT_CURSOR),
+        ],
+        responses={
+            200: InterruptPageSerializer,
+            **error_responses(400, 401, 404, e400="A status, limit or cursor this API cannot read"),
+        },
+    )
+    def get(self, request: Request) -> Response:
+        query = parse_page_query(request.query_params)
+        thread_id = request.query_params.get("threadId")
+        page = interrupts_page_for_user(
+            user=request_user(request),
+            thread_id=thread_id_or_404(thread_id) if thread_id is not None else None,
+            status=_interrupt_status(request.query_params.get("status")),
+            after=interrupt_position(query.cursor) if query.cursor else None,
+            limit=query.limit,
+        )
+        last = page.items[-1] if page.has_more else None
+        next_cursor = (
+            interrupt_cursor(InterruptPosition(last.created_at, last.id)) if last else None
+        )
+        interrupts = [_interrupt_listed(interrupt) for interrupt in page.items]
+        return Response(
+            InterruptPageSerializer({"interrupts": interrupts, "next": next_cursor}).data
+        )
+
+
+def _interrupt_status(value: str | None) -> Interrupt.Status:
+    if value is None:
+        return Interrupt.Status.PENDING
+    if value not in Interrupt.Status.values:
+        raise PageQueryInvalid(f"status must be one of {_STATUSES}")
+    return Interrupt.Status(value)
+
+
+def _interrupt_listed(interrupt: Interrupt) -> dict[str, Any]:
+    """An interrupt as AG-UI 1.0 gives it, with its thread, run and how it stands."""
+    return {
+        **interrupt_as_agui(interrupt),
+        "threadId": interrupt.thread_id,
+        "runId": interrupt.run.run_id,
+        "kind": interrupt.kind,
+        "status": interrupt.status,
+        "toolName": interrupt.tool_name,
+        "arguments": interrupt.arguments,
+        "createdAt": interrupt.created_at,
+    }

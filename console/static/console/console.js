@@ -1,5 +1,6 @@
 // The console: threads, a conversation a day at a time, a composer with images, and each
 // run's events rendered as they stream. It uses the public HTTP API only (docs/console.md).
+import { approvalCard } from "./approvals.js";
 import { StreamRefused, followRun } from "./sse.js";
 import { agentTurn, dayLabel, el, localDay, statusLine, toolCard, uiSchema, userMessage } from "./render.js";
 
@@ -27,6 +28,7 @@ const ui = {
   attach: $("attach-input"),
   previews: $("previews"),
   error: $("composer-error"),
+  waiting: $("composer-waiting"),
   send: $("send"),
   stop: $("stop"),
   announcer: $("announcer"),
@@ -39,6 +41,7 @@ const state = {
   attachments: [], // {id, file, previewUrl, upload: Promise<{url, mime_type}>, element}
   run: null, // the active run: {runId, threadId, controller}
   loadToken: 0, // discards a thread's history answering after another thread was picked
+  approvals: new Map(), // the open thread's pending approvals: id -> {interrupt, view, decision}
 };
 
 // --- the API --------------------------------------------------------------------------------
@@ -208,6 +211,8 @@ function scrollToBottom() {
 }
 
 function conversationClear() {
+  state.approvals.clear();
+  composerWaiting();
   ui.days.replaceChildren();
   ui.empty.hidden = false;
   ui.loadEarlier.hidden = true;
@@ -253,7 +258,28 @@ async function threadOpen(threadId, latestRun = null) {
     if (token !== state.loadToken) return;
     todayMessages().append(errorNote(`This thread could not be loaded: ${error.message}`));
   }
+  // The approvals the thread waits for (made on another device, or before a reload).
+  if (await pendingApprovalsShow(threadId, token)) return;
   ui.input.focus();
+}
+
+/** Show the thread's pending approvals in a turn of their own; whether there were any. */
+async function pendingApprovalsShow(threadId, token) {
+  let page;
+  try {
+    page = await api(`/interrupts?${new URLSearchParams({ threadId, limit: "100" })}`);
+  } catch (error) {
+    if (token === state.loadToken) todayMessages().append(errorNote(`Approvals could not be loaded: ${error.message}`));
+    return false;
+  }
+  const approvals = page.interrupts.filter((interrupt) => interrupt.kind === "approval").reverse();
+  if (token !== state.loadToken || approvals.length === 0) return false;
+  ui.empty.hidden = true;
+  const turn = agentTurn({ timestamp: approvals[0].createdAt });
+  turn.answer.removeAttribute("aria-live");
+  todayMessages().append(turn.article);
+  approvalsShow(approvals, turn);
+  return true;
 }
 
 // How a run that ended without an answer ended, as its live stream said it.
@@ -456,7 +482,7 @@ async function runFollow({ threadId, runId, turn, controller = new AbortControll
     todayMessages().append(turn.article);
     scrollToBottom();
   }
-  const renderer = turnRenderer(turn);
+  const renderer = turnRenderer(turn, threadId);
   turn.answer.setAttribute("aria-busy", "true");
   try {
     await followRun({
@@ -484,9 +510,10 @@ async function runFollow({ threadId, runId, turn, controller = new AbortControll
   }
 }
 
-function turnRenderer(turn) {
+function turnRenderer(turn, threadId) {
   const cards = new Map();
   let streamed = "";
+  let interrupts = []; // the approvals the run stopped on, shown once it has ended
   const stick = () => nearBottom() && scrollToBottom();
   const cardFor = (event) => {
     const id = event.toolCallId || event.tool_call_id;
@@ -544,14 +571,104 @@ function turnRenderer(turn) {
         announce(event.code === "cancelled" ? "The run was stopped." : "The run failed.");
         for (const card of cards.values()) card.card.querySelector(".tool-status-running")?.replaceChildren("Not finished");
         break;
+      case "CUSTOM":
+        // The run stops on tool calls waiting for an answer (its RUN_FINISHED comes next).
+        if (event.name === "run_interrupted") {
+          interrupts = (event.value && event.value.interrupts) || [];
+          for (const interrupt of interrupts) cards.get(interrupt.toolCallId)?.setStatus("waiting");
+        }
+        break;
       case "RUN_FINISHED":
         clearThinking();
+        if (interrupts.length && state.threadId === threadId) {
+          approvalsShow(interrupts, turn);
+          announce("The agent waits for your approval.");
+        }
         break;
       default:
         break;
     }
     stick();
   };
+}
+
+// --- approvals: the tool calls a run stopped on, answered by a run that resumes it --------
+
+/** Cards for `interrupts` in `turn` (its pending approvals), focus on the first. */
+function approvalsShow(interrupts, turn) {
+  const list = el("div", { className: "approvals" });
+  for (const interrupt of interrupts) {
+    if (state.approvals.has(interrupt.id)) continue;
+    const entry = { interrupt, decision: null };
+    entry.view = approvalCard(interrupt, (approved) => approvalDecide(entry, approved));
+    if (!entry.view.expired) state.approvals.set(interrupt.id, entry);
+    list.append(entry.view.card);
+  }
+  turn.status.before(list);
+  composerWaiting();
+  const first = list.querySelector(".approval-card");
+  if (first) {
+    first.focus();
+    first.scrollIntoView({ block: "nearest" });
+  }
+}
+
+function approvalDecide(entry, approved) {
+  if (state.run || entry.decision !== null) return;
+  entry.decision = approved;
+  const open = [...state.approvals.values()];
+  const waiting = open.some((other) => other.decision === null);
+  entry.view.decided(approved, { waiting });
+  // The pressed button is disabled now: keep the focus on its card.
+  entry.view.card.focus();
+  announce(approved ? "Approved." : "Rejected.");
+  // One resume answers every open interrupt of the thread (AG-UI 1.0): wait for them all.
+  if (!waiting) approvalsSend(open);
+}
+
+/** The run that answers the approvals: POST /ag-ui with `resume` and no new user message,
+ * followed as any turn. */
+async function approvalsSend(answered) {
+  const threadId = state.threadId;
+  const runId = `console-${uuid4()}`;
+  const body = {
+    threadId,
+    runId,
+    messages: [],
+    resume: answered.map((entry) => ({
+      interruptId: entry.interrupt.id,
+      status: "resolved",
+      payload: { approved: entry.decision },
+    })),
+    forwardedProps: { runtime_mode: "chat", client_time: clientTime() },
+  };
+  const controller = new AbortController();
+  state.run = { runId, threadId, controller };
+  composerBusy(true);
+  try {
+    await api("/ag-ui", { method: "POST", json: body });
+  } catch (error) {
+    state.run = null;
+    composerBusy(false);
+    // Answered elsewhere (409), expired (410) or gone (404): it cannot be answered here.
+    const final = [404, 409, 410].includes(error.status);
+    for (const entry of answered) {
+      entry.decision = null;
+      entry.view.refused(`The answer was not sent: ${error.message}`, { final });
+      if (final) state.approvals.delete(entry.interrupt.id);
+    }
+    composerWaiting();
+    answered[0].view.card.focus();
+    return;
+  }
+  for (const entry of answered) state.approvals.delete(entry.interrupt.id);
+  composerWaiting();
+  await runFollow({ threadId, runId, turn: null, controller });
+}
+
+/** The message box says so while the thread waits on an approval. */
+function composerWaiting() {
+  ui.waiting.hidden = state.approvals.size === 0;
 }
 
 async function stop() {

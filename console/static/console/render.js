@@ -93,7 +93,13 @@ export function statusLine(kind, text) {
   return el("p", { className: `status-line status-${kind}` }, mark, el("span", { text }));
 }
 
-const TOOL_STATUS_TEXT = { running: "Running…", success: "Succeeded", failure: "Failed", partial: "Partly done" };
+const TOOL_STATUS_TEXT = {
+  running: "Running…",
+  waiting: "Waiting for approval",
+  success: "Succeeded",
+  failure: "Failed",
+  partial: "Partly done",
+};
 
 function pretty(value) {
   if (value === undefined || value === null || value === "") return "";
@@ -143,6 +149,10 @@ export function toolCard(name) {
     },
     setName(value) {
       if (value) nameText.textContent = value;
+    },
+    setStatus(kind) {
+      statusBadge.className = `tool-status tool-status-${kind}`;
+      statusBadge.textContent = TOOL_STATUS_TEXT[kind];
     },
     finish({ status, result: value, error: problem }) {
       const kind = TOOL_STATUS_TEXT[status] ? status : "success";
