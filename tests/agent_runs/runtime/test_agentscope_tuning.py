@@ -247,8 +247,9 @@ def test_agentscope_entities_take_the_process_ids():
 
 
 def test_each_agent_gets_agentscope_s_summary_schema_as_a_copy_of_its_own():
-    first = agents_module._agent("worker", chat_model_for(DEMO_MODEL_ID), (), "prompt", 2)
-    second = agents_module._agent("worker", chat_model_for(DEMO_MODEL_ID), (), "prompt", 2)
+    toolkit = agents_module.WorkerTools().toolkit
+    first = agents_module._agent("worker", chat_model_for(DEMO_MODEL_ID), toolkit(), "prompt", 2)
+    second = agents_module._agent("worker", chat_model_for(DEMO_MODEL_ID), toolkit(), "prompt", 2)
     schema = first.context_config.summary_schema
     assert schema == SummarySchema.model_json_schema() == ContextConfig().summary_schema
     assert schema is not second.context_config.summary_schema
