@@ -50,6 +50,9 @@ class RunMappingState:
     held: dict[str, str] = field(default_factory=dict)
     # Tool calls whose results are not sent (a client's tool: the client has its result).
     quiet_results: set[str] = field(default_factory=set)
+    # Calls a person declined, and the result their tool messages say (rather than
+    # AgentScope's note to the model).
+    declined: dict[str, str] = field(default_factory=dict)
 
 
 def map_agentscope_event(event: Any, state: RunMappingState) -> list[BaseEvent]:
@@ -92,6 +95,9 @@ def map_agentscope_event(event: Any, state: RunMappingState) -> list[BaseEvent]:
     if kind == AgentScopeEventType.TOOL_CALL_END:
         return _tool_call_end(tool_call_id, state)
     if kind == AgentScopeEventType.TOOL_RESULT_TEXT_DELTA:
+        if tool_call_id in state.declined:
+            state.tool_results[tool_call_id] = state.declined[tool_call_id]
+            return []
         state.tool_results[tool_call_id] = state.tool_results.get(tool_call_id, "") + (
             event.delta or ""
         )

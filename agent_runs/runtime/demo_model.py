@@ -59,7 +59,9 @@ class DemoChatModel(ChatModelBase):
             return self._tool_call(*call, prompt_tokens=prompt_tokens)
         said = _said(prompt)
         after_tool = bool(said) and said[-1].get("role") == "tool"
-        if after_tool:
+        if after_tool and _DECLINED in str(said[-1].get("content")):
+            answer = "(demo model) You declined the tool call, so nothing was done."
+        elif after_tool:
             answer = f"(demo model) The tool answered: {_text(said[-1].get('content'))}"
         else:
             answer = demo_answer(_last_user_text(prompt))
@@ -151,8 +153,17 @@ def _structured_arguments(
 
 
 def _said(prompt: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The prompt's messages that say something (not only AgentScope's reminders)."""
-    return [item for item in prompt if _text(item.get("content")) or item.get("tool_calls")]
+    """The prompt's messages that say something (not only AgentScope's reminders; a tool's
+    result always does, were it only AgentScope's note that the user declined the call)."""
+    return [
+        item
+        for item in prompt
+        if _text(item.get("content")) or item.get("tool_calls") or item.get("role") == "tool"
+    ]
+
+
+# How AgentScope tells the model that a person declined a tool call.
+_DECLINED = "is denied by user"
 
 
 def _text(content: Any) -> str:

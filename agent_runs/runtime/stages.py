@@ -473,6 +473,11 @@ def held_answers(held: HeldReply, state: RunMappingState) -> list[Any]:
             arguments = payload.get("arguments", interrupt.arguments) if approved else {}
             if approved:
                 state.tool_args[interrupt.tool_call_id] = json.dumps(arguments)
+            else:
+                reason = payload.get("reason")
+                state.declined[interrupt.tool_call_id] = "The user declined this call" + (
+                    f": {reason}" if isinstance(reason, str) and reason else "."
+                )
             call = ToolCallBlock(
                 id=interrupt.tool_call_id, name=interrupt.tool_name, input=json.dumps(arguments)
             )

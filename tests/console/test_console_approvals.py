@@ -126,12 +126,12 @@ def test_reject_declines_the_call_and_nothing_is_made(
     expect(card.locator(".approval-outcome")).to_have_text("Rejected.")
     # The run that resumes answers with the call declined: its card says so, nothing is made.
     resumed = page.locator(".msg-agent").last
-    expect(resumed.locator(".answer")).not_to_be_empty()
+    expect(resumed.locator(".answer")).to_contain_text("You declined the tool call")
     run_ended(page)
     declined = resumed.locator(".tool-card")
     expect(declined.locator(".tool-name")).to_have_text("calendar_create")
     expect(declined.locator(".tool-status")).to_have_text("Failed")
-    expect(declined.locator(".tool-result")).to_contain_text("denied by user")
+    expect(declined.locator(".tool-result")).to_contain_text("The user declined this call")
     expect(page.locator("#composer-waiting")).to_be_hidden()
     assert not CalendarEvent.objects.exists()
     interrupt.refresh_from_db()

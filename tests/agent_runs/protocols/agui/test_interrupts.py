@@ -158,6 +158,9 @@ def test_a_tool_that_requires_approval_interrupts_the_run_until_answered(
     assert titles == ([created] if created else [])
     results = [e for e in second["events"] if e["type"] == "TOOL_CALL_RESULT"]
     assert [r["toolCallId"] for r in results] == ["call_c1"]
+    if created is None:  # the client reads that the person declined, with their reason
+        assert results[0]["metadata"]["status"] == "failure"
+    assert ("The user declined this call: not now" in json.dumps(results)) == (created is None)
     (result,) = tool_results_sent(model)
     assert result_says in result.lower()
     assert second["events"][-1]["outcome"] == {"type": "success"}
