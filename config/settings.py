@@ -349,6 +349,7 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
     "ENUM_NAME_OVERRIDES": {
         "RunStatusEnum": "agent_runs.models.Run.Status",
+        "InterruptStatusEnum": "agent_runs.models.Interrupt.Status",
         "BadgeStatusEnum": ["info", "success", "warning", "error", "pending"],
     },
     "POSTPROCESSING_HOOKS": [

@@ -12,6 +12,7 @@ from typing import Any
 from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import Q
 
+from agent_runs.errors import InterruptNotFound
 from agent_runs.models import Interrupt, Message, Run, Visibility
 from agent_runs.selectors.runs import thread_get_for_user
 from agent_runs.selectors.threads import Page
@@ -80,6 +81,29 @@ class InterruptPosition:
 
     created_at: datetime
     interrupt_id: str
+
+
+def interrupt_id_possible(interrupt_id: str) -> bool:
+    """Whether an interrupt could have this id (one with a NUL, which PostgreSQL's text
+    refuses, or longer than the column, names none)."""
+    return "\x00" not in interrupt_id and len(interrupt_id) <= _ID_MAX_LENGTH
+
+
+_ID_MAX_LENGTH = 40  # Interrupt.id's
+
+
+def interrupt_get_for_user(*, user: AbstractBaseUser, interrupt_id: str) -> Interrupt:
+    """One of the caller's interrupts, with its run (``InterruptNotFound`` otherwise)."""
+    if not interrupt_id_possible(interrupt_id):
+        raise InterruptNotFound(interrupt_id)
+    interrupt = (
+        Interrupt.objects.filter(pk=interrupt_id, thread__owner_id=user.pk)
+        .select_related("run", "answered_by")
+        .first()
+    )
+    if interrupt is None:
+        raise InterruptNotFound(interrupt_id)
+    return interrupt
 
 
 def interrupts_page_for_user(

@@ -39,6 +39,7 @@ from agent_runs.errors import (
 )
 from agent_runs.models import Interrupt, Run, Thread
 from agent_runs.run_input import InputMessage, RunAgentInput, snapshot_sha256
+from agent_runs.selectors.interrupts import interrupt_id_possible
 from agent_runs.services.queue import run_enqueue
 
 # AG-UI's reasons: an approval of a backend tool, and a client's tool call (which AG-UI
@@ -251,13 +252,15 @@ def interrupts_close(*, answers: Answers, run: Run) -> None:
 
 
 def interrupt_answer(
-    *, user: AbstractBaseUser, interrupt_id: str, payload: dict[str, Any]
+    *, user: AbstractBaseUser, interrupt_id: str, payload: Any
 ) -> tuple[Interrupt, Run | None]:
     """Answer one open approval outside a run (a person in an inbox, another system), by
     the rules a resume meets (``InterruptNotFound`` for a stranger's); nothing is written
     when one is broken. Once its run's last open interrupt is answered, the run that goes on
     with the held reply is created (and queued): it is returned, else ``None``. Under the
     thread's row lock: of two answers at once, exactly one wins."""
+    if not interrupt_id_possible(interrupt_id):
+        raise InterruptNotFound(interrupt_id)
     thread_id = (
         Interrupt.objects.filter(pk=interrupt_id, thread__owner_id=user.pk)
         .values_list("thread_id", flat=True)

@@ -158,6 +158,27 @@ class InterruptSerializer(serializers.Serializer):
     createdAt = serializers.DateTimeField()
 
 
+class InterruptDetailSerializer(InterruptSerializer):
+    answer = serializers.JSONField(
+        allow_null=True, help_text="The answer it was given (`{payload}`, or a tool's result)."
+    )
+    continuedBy = serializers.CharField(
+        allow_null=True,
+        help_text="The runId of the run that went on with the reply it held, once every "
+        "interrupt of its run is answered.",
+    )
+
+
+class InterruptAnswerSerializer(serializers.Serializer):
+    """An approval's answer, as its ``responseSchema`` describes it."""
+
+    approved = serializers.BooleanField()
+    arguments = serializers.DictField(
+        required=False, help_text="The call's arguments, edited (valid for the tool's schema)."
+    )
+    reason = serializers.CharField(required=False, max_length=2000)
+
+
 class InterruptPageSerializer(serializers.Serializer):
     interrupts = InterruptSerializer(many=True)
     next = serializers.CharField(

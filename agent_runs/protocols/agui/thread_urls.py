@@ -5,6 +5,7 @@ runs/<run_id>/cancel: no path is both."""
 from django.urls import path
 
 from agent_runs.protocols.agui.thread_views import (
+    InterruptDetailApi,
     InterruptListApi,
     RunDetailApi,
     ThreadDetailApi,
@@ -18,4 +19,5 @@ urlpatterns = [
     path("threads/<uuid:thread_id>/runs", ThreadRunListApi.as_view(), name="thread-run-list"),
     path("runs/<str:run_id>", RunDetailApi.as_view(), name="run-detail"),
     path("interrupts", InterruptListApi.as_view(), name="interrupt-list"),
+    path("interrupts/<str:interrupt_id>", InterruptDetailApi.as_view(), name="interrupt-detail"),
 ]

@@ -31,6 +31,8 @@ from agent_runs.protocols.agui.pagination import (
 )
 from agent_runs.protocols.agui.parsing import run_id_or_404, thread_id_or_404
 from agent_runs.protocols.agui.serializers import (
+    InterruptAnswerSerializer,
+    InterruptDetailSerializer,
     InterruptPageSerializer,
     RunDetailSerializer,
     RunPageSerializer,
@@ -40,6 +42,7 @@ from agent_runs.protocols.agui.serializers import (
 from agent_runs.selectors.interrupts import (
     InterruptPosition,
     interrupt_as_agui,
+    interrupt_get_for_user,
     interrupts_page_for_user,
 )
 from agent_runs.selectors.runs import thread_get_for_user
@@ -51,6 +54,7 @@ from agent_runs.selectors.threads import (
     thread_detail_get_for_user,
     threads_page_for_user,
 )
+from agent_runs.services.interrupts import interrupt_answer
 from agent_runs.services.threads import thread_delete
 from billing.selectors import run_usage_summary
 from config.openapi import error_responses
@@ -222,6 +226,64 @@ class InterruptListApi(APIView):
         return Response(
             InterruptPageSerializer({"interrupts": interrupts, "next": next_cursor}).data
         )
+
+
+class InterruptDetailApi(APIView):
+    """``GET /api/v1/agent/interrupts/{interruptId}``: one of the caller's interrupts;
+    ``POST`` answers an approval from any client (a person in an inbox, another system)."""
+
+    @extend_schema(
+        operation_id="interrupts_retrieve",
+        summary="An interrupt",
+        tags=["interrupts"],
+        responses={200: InterruptDetailSerializer, **error_responses(401, 404)},
+    )
+    def get(self, request: Request, interrupt_id: str) -> Response:
+        interrupt = interrupt_get_for_user(user=request_user(request), interrupt_id=interrupt_id)
+        return Response(InterruptDetailSerializer(_interrupt_detail(interrupt)).data)
+
+    @extend_schema(
+        operation_id="interrupts_answer",
+        summary="Answer an approval",
+        description="By the rules of an AG-UI resume: `approved`, optionally the call's "
+        "`arguments` edited (valid for the tool's schema) and a `reason`. Once every open "
+        "interrupt of its run is answered, the run that goes on with the reply it held is "
+        "queued (`continuedBy`), in the held run's chain: each protocol's client sees it.",
+        tags=["interrupts"],
+        request=InterruptAnswerSerializer,
+        responses={
+            200: InterruptDetailSerializer,
+            **error_responses(
+                400,
+                401,
+                404,
+                409,
+                410,
+                422,
+                e409="It is answered already, or it waits on a client tool's result",
+                e410="It has expired",
+                e422="An answer its responseSchema refuses",
+            ),
+        },
+    )
+    def post(self, request: Request, interrupt_id: str) -> Response:
+        user = request_user(request)
+        # The body is checked against the interrupt's own responseSchema (422 naming the
+        # place), which the serializer above only documents.
+        interrupt, _run = interrupt_answer(
+            user=user, interrupt_id=interrupt_id, payload=request.data
+        )
+        interrupt = interrupt_get_for_user(user=user, interrupt_id=interrupt.id)
+        return Response(InterruptDetailSerializer(_interrupt_detail(interrupt)).data)
+
+
+def _interrupt_detail(interrupt: Interrupt) -> dict[str, Any]:
+    answered_by = interrupt.answered_by
+    return {
+        **_interrupt_listed(interrupt),
+        "answer": interrupt.answer,
+        "continuedBy": answered_by.run_id if answered_by is not None else None,
+    }
 
 
 def _interrupt_status(value: str | None) -> Interrupt.Status:

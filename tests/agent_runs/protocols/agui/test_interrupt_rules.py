@@ -430,3 +430,36 @@ def test_a_client_tool_call_is_not_answered_as_an_approval(alice, fake_openai, r
         interrupt_answer(user=owner, interrupt_id=interrupt.id, payload={"approved": True})
     interrupt.refresh_from_db()
     assert interrupt.status == Interrupt.Status.PENDING
+
+
+def test_an_approval_is_read_and_answered_at_its_own_url(alice, bob, interrupted, redis_queue):
+    (interrupt,) = interrupted.interrupts
+    url = f"/api/v1/agent/interrupts/{interrupt.id}"
+
+    read = alice.get(url)
+    assert read.status_code == 200
+    assert read.json()["status"] == "pending" and read.json()["continuedBy"] is None
+    assert read.json()["toolName"] == "calendar_create" and read.json()["arguments"] == STANDUP
+    for stranger_url in (url, "/api/v1/agent/interrupts/int-%00", "/api/v1/agent/interrupts/x" * 9):
+        assert bob.get(stranger_url).status_code == 404
+    assert bob.post(url, {"approved": True}, format="json").status_code == 404
+    malformed = alice.generic("POST", url, b"{", content_type="application/json")
+    assert malformed.status_code == 400
+    refused = alice.post(url, {"approved": "sure"}, format="json")
+    assert refused.status_code == 422
+    assert refused.json()["detail"].endswith("at payload.approved: 'sure' is not of type 'boolean'")
+    nothing_written(interrupted)
+
+    answered = send(lambda: alice.post(url, {"approved": True, "reason": "ok"}, format="json"))
+
+    assert answered.status_code == 200, answered.content
+    continued_by = answered.json()["continuedBy"]
+    assert answered.json()["status"] == "resolved"
+    assert answered.json()["answer"] == {"payload": {"approved": True, "reason": "ok"}}
+    run = Run.objects.get(run_id=continued_by)
+    assert run.continues_id == interrupted.run.pk
+    again = alice.post(url, {"approved": False}, format="json")
+    assert again.status_code == 409
+    assert again.json() == {"detail": f'interrupt "{interrupt.id}" is not open: it is resolved'}
+    work_burst(redis_queue)
+    assert list(CalendarEvent.objects.values_list("title", flat=True)) == ["Standup"]
