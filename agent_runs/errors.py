@@ -196,6 +196,7 @@ class InterruptOpen(DomainError):
 
     def __init__(self, interrupt_id: str) -> None:
         super().__init__(f"thread has an open interrupt: {interrupt_id}")
+        self.interrupt_id = interrupt_id
 
 
 class ToolCallsPending(DomainError):
@@ -217,6 +218,7 @@ class InterruptNotFound(DomainError):
 
     def __init__(self, interrupt_id: str) -> None:
         super().__init__(f"interrupt {json.dumps(interrupt_id)} not found")
+        self.interrupt_id = interrupt_id
 
 
 class InterruptClosed(DomainError):
@@ -227,6 +229,8 @@ class InterruptClosed(DomainError):
 
     def __init__(self, interrupt_id: str, status: str) -> None:
         super().__init__(f"interrupt {json.dumps(interrupt_id)} is not open: it is {status}")
+        self.interrupt_id = interrupt_id
+        self.interrupt_status = status
 
 
 class InterruptExpired(DomainError):
@@ -237,6 +241,7 @@ class InterruptExpired(DomainError):
 
     def __init__(self, interrupt_id: str) -> None:
         super().__init__(f"interrupt {json.dumps(interrupt_id)} has expired")
+        self.interrupt_id = interrupt_id
 
 
 class ResumeIncomplete(DomainError):
@@ -248,6 +253,7 @@ class ResumeIncomplete(DomainError):
 
     def __init__(self, missing: list[str]) -> None:
         super().__init__(f"resume must answer every open interrupt; missing: {', '.join(missing)}")
+        self.missing = missing
 
 
 class ResumePayloadInvalid(DomainError):
