@@ -20,6 +20,7 @@ _TYPES = {
     404: "invalid_request_error",
     405: "invalid_request_error",
     409: "invalid_request_error",
+    410: "invalid_request_error",
     413: "invalid_request_error",
     415: "invalid_request_error",
     422: "invalid_request_error",
@@ -85,6 +86,73 @@ class ConversationBusy(ResponsesError):
         )
 
 
+class ApprovalPending(ResponsesError):
+    """A new user message on a conversation whose latest response waits on approval
+    requests: they are answered first."""
+
+    code = "approval_pending"
+    status = 409
+
+    def __init__(self, approval_request_id: str) -> None:
+        super().__init__(
+            f"The conversation waits on approval request '{approval_request_id}': answer it "
+            "with an mcp_approval_response input item (previous_response_id: the response "
+            "that asked) before a new message.",
+            param="input",
+        )
+
+
+class ApprovalRequestNotFound(ResponsesError):
+    """An ``mcp_approval_response`` names no approval request of the previous response."""
+
+    code = "approval_request_not_found"
+
+    def __init__(self, approval_request_id: str, *, response_id: str, param: str) -> None:
+        super().__init__(
+            f"Response '{response_id}' has no approval request '{approval_request_id}'.",
+            param=param,
+        )
+
+
+class ApprovalRequestClosed(ResponsesError):
+    """The approval request is answered already (through this API or any other), or was
+    cancelled; ``answered_by``: the response (run) that went on with the answer."""
+
+    code = "approval_request_closed"
+    status = 409
+
+    def __init__(
+        self, approval_request_id: str, *, state: str, answered_by: str | None, param: str
+    ) -> None:
+        goes_on = f" The conversation goes on in response '{answered_by}'." if answered_by else ""
+        super().__init__(
+            f"Approval request '{approval_request_id}' is not open: it is {state}.{goes_on}",
+            param=param,
+        )
+
+
+class ApprovalRequestExpired(ResponsesError):
+    code = "approval_request_expired"
+    status = 410
+
+    def __init__(self, approval_request_id: str, *, param: str) -> None:
+        super().__init__(f"Approval request '{approval_request_id}' has expired.", param=param)
+
+
+class ApprovalResponsesMissing(ResponsesError):
+    """The request leaves some of the conversation's open approval requests unanswered:
+    one request answers them all."""
+
+    code = "approval_responses_missing"
+
+    def __init__(self, missing: list[str]) -> None:
+        super().__init__(
+            "Every open approval request is answered in one request (an mcp_approval_response "
+            f"item each); missing: {', '.join(missing)}.",
+            param="input",
+        )
+
+
 def error_body(
     status: int, message: str, *, param: str | None = None, code: str | None = None
 ) -> dict[str, Any]:
@@ -103,7 +171,8 @@ def render(exc: Exception, context: dict[str, Any]) -> Response | None:
     Django)."""
     if isinstance(exc, DomainError):
         status, body = error_answer(exc)
-        headers = {"x-should-retry": "false"} if isinstance(exc, ConversationBusy) else None
+        # The SDK retries a 409 at once, twice: a conflict stays one.
+        headers = {"x-should-retry": "false"} if status == 409 else None
         return Response(body, status=status, headers=headers)
     if isinstance(exc, Http404 | exceptions.NotFound):
         return Response(error_body(404, "Not found.", code="not_found"), status=404)

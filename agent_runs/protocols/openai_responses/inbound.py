@@ -1,19 +1,33 @@
 """What a ``POST /responses`` carries, checked before anything is stored: the JSON body
 (``json_input.JsonBodyParser``), its fields (``ResponseCreate``, the subset of the SDK's
-``ResponseCreateParams`` the server takes) and its input as the core's ``RunAgentInput``.
-docs/protocols/openai-responses.md, Request fields. Pure but for reading the request stream."""
+``ResponseCreateParams`` the server takes) and its input as the core's ``RunAgentInput``: a
+user message, or ``mcp_approval_response`` items answering the approval requests of
+``previous_response_id``. docs/protocols/openai-responses.md, Request fields and Approvals.
+Pure but for reading the request stream."""
 
 import uuid
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    StrictBool,
+    StrictStr,
+    Tag,
+    ValidationError,
+)
 
 from agent_runs.protocols.openai_responses.errors import ResponsesError
-from agent_runs.run_input import ForwardedProps, InputMessage, RunAgentInput
+from agent_runs.run_input import ForwardedProps, InputMessage, ResumeEntry, RunAgentInput
 
 MAX_INPUT_CHARS = 100_000
 # OpenAI's limits on ``metadata``: 16 pairs, keys of 64 characters, values of 512.
 MAX_METADATA_PAIRS = 16
+# An approval's ``reason`` as the interrupt's ``responseSchema`` takes it
+# (agent_runs/services/interrupts.py, approval_schema).
+MAX_REASON_CHARS = 2000
 
 
 class _Strict(BaseModel):
@@ -33,6 +47,38 @@ class InputMessageItem(_Strict):
     content: StrictStr | list[InputText]
 
 
+class McpApprovalResponseItem(_Strict):
+    """An answer to an approval request (``ResponseInputItem``'s ``McpApprovalResponse``):
+    ``approval_request_id`` names an ``mcp_approval_request`` item of the previous response
+    (an interrupt's id)."""
+
+    type: Literal["mcp_approval_response"]
+    approval_request_id: StrictStr = Field(min_length=1, max_length=40)
+    approve: StrictBool
+    reason: StrictStr | None = Field(default=None, max_length=MAX_REASON_CHARS)
+    id: StrictStr | None = Field(default=None, max_length=200)
+
+
+def _item_kind(value: Any) -> str | None:
+    """The input item's union member, by its ``type`` (a message may leave it out). The
+    tags are capitalised so that a validation error's place leaves them out (``_param``)."""
+    kind = value.get("type", "message") if isinstance(value, dict) else getattr(value, "type", None)
+    return _ITEM_TAGS.get(kind) if isinstance(kind, str) else None
+
+
+_ITEM_TAGS = {"message": "Message", "mcp_approval_response": "McpApprovalResponse"}
+
+InputItem = Annotated[
+    Annotated[InputMessageItem, Tag("Message")]
+    | Annotated[McpApprovalResponseItem, Tag("McpApprovalResponse")],
+    Discriminator(
+        _item_kind,
+        custom_error_type="invalid_item",
+        custom_error_message="an input item is a user message or an mcp_approval_response",
+    ),
+]
+
+
 class ConversationRef(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True)
 
@@ -47,7 +93,7 @@ class ResponseCreate(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True)
 
     model: StrictStr = Field(default="", max_length=200)
-    input: StrictStr | list[InputMessageItem]
+    input: StrictStr | list[InputItem]
     instructions: StrictStr | None = Field(default=None, max_length=MAX_INPUT_CHARS)
     previous_response_id: StrictStr | None = Field(default=None, max_length=200)
     conversation: StrictStr | ConversationRef | None = None
@@ -63,6 +109,19 @@ class ResponseCreate(BaseModel):
             return self.conversation.id
         return self.conversation
 
+    @property
+    def approvals(self) -> list[McpApprovalResponseItem]:
+        """The ``mcp_approval_response`` items of the input."""
+        if isinstance(self.input, str):
+            return []
+        return [item for item in self.input if isinstance(item, McpApprovalResponseItem)]
+
+    @property
+    def messages(self) -> list[InputMessageItem]:
+        if isinstance(self.input, str):
+            return []
+        return [item for item in self.input if isinstance(item, InputMessageItem)]
+
 
 def response_create_parse(data: Any) -> ResponseCreate:
     """The body as ``ResponseCreate``; a ``ResponsesError`` (400) naming the field at fault
@@ -72,7 +131,9 @@ def response_create_parse(data: Any) -> ResponseCreate:
     try:
         body = ResponseCreate.model_validate(data)
     except ValidationError as exc:
-        error = exc.errors(include_url=False, include_input=False)[0]
+        errors = exc.errors(include_url=False, include_input=False)
+        # The error deepest in the body: a list ``input`` is not also told it is no string.
+        error = max(errors, key=lambda found: len(found["loc"]))
         param = _param(error["loc"])
         if error["type"] == "missing":
             raise ResponsesError(
@@ -105,28 +166,16 @@ def _is_member_tag(part: str) -> bool:
 
 def _body_check(body: ResponseCreate) -> None:
     """What the model's types cannot say."""
-    text = input_text(body)
-    if not text.strip():
-        raise ResponsesError("'input' must hold some text.", param="input", code="invalid_value")
-    if len(text) > MAX_INPUT_CHARS:
-        raise ResponsesError(
-            f"'input' is longer than {MAX_INPUT_CHARS} characters.",
-            param="input",
-            code="invalid_value",
-        )
-    if isinstance(body.input, list) and len(body.input) != 1:
-        raise ResponsesError(
-            "'input' holds one user message: earlier turns come from 'previous_response_id' "
-            "or 'conversation'.",
-            param="input",
-            code="invalid_value",
-        )
     if body.previous_response_id is not None and body.conversation is not None:
         raise ResponsesError(
             "Mutually exclusive parameters: 'previous_response_id' and 'conversation'.",
             param="previous_response_id",
             code="mutually_exclusive_parameters",
         )
+    if body.approvals:
+        _approvals_check(body)
+    else:
+        _message_check(body)
     if body.tools:
         raise ResponsesError(
             "'tools' is not supported: the agent's own tools run on the server (as mcp_call "
@@ -146,11 +195,58 @@ def _body_check(body: ResponseCreate) -> None:
         )
 
 
+def _message_check(body: ResponseCreate) -> None:
+    text = input_text(body)
+    if not text.strip():
+        raise ResponsesError("'input' must hold some text.", param="input", code="invalid_value")
+    if len(text) > MAX_INPUT_CHARS:
+        raise ResponsesError(
+            f"'input' is longer than {MAX_INPUT_CHARS} characters.",
+            param="input",
+            code="invalid_value",
+        )
+    if isinstance(body.input, list) and len(body.input) != 1:
+        raise ResponsesError(
+            "'input' holds one user message: earlier turns come from 'previous_response_id' "
+            "or 'conversation'.",
+            param="input",
+            code="invalid_value",
+        )
+
+
+def _approvals_check(body: ResponseCreate) -> None:
+    """``mcp_approval_response`` items answer the approval requests of
+    ``previous_response_id``, alone (no user message beside them), each once."""
+    if body.messages:
+        raise ResponsesError(
+            "'input' holds either one user message or mcp_approval_response items, not both: "
+            "answer the approval requests first.",
+            param="input",
+            code="invalid_value",
+        )
+    if body.previous_response_id is None:
+        raise ResponsesError(
+            "Missing required parameter: 'previous_response_id' (the response whose approval "
+            "requests the mcp_approval_response items answer).",
+            param="previous_response_id",
+            code="missing_required_parameter",
+        )
+    seen: set[str] = set()
+    for index, item in enumerate(body.approvals):
+        if item.approval_request_id in seen:
+            raise ResponsesError(
+                f"Approval request '{item.approval_request_id}' is answered twice.",
+                param=f"input[{index}].approval_request_id",
+                code="invalid_value",
+            )
+        seen.add(item.approval_request_id)
+
+
 def input_text(body: ResponseCreate) -> str:
     """The user's text: the ``input`` string, or its message's text parts joined."""
     if isinstance(body.input, str):
         return body.input
-    content = body.input[0].content if body.input else ""
+    content = body.messages[0].content if body.messages else ""
     if isinstance(content, str):
         return content
     return "\n".join(part.text for part in content)
@@ -167,6 +263,29 @@ def response_run_input(*, thread_id: uuid.UUID, response_id: str, text: str) -> 
         thread_id=thread_id,
         run_id=response_id,
         messages=[InputMessage(id=f"msg_{uuid.uuid4().hex}", role="user", content=text)],
+        forwarded_props=ForwardedProps(runtime_mode="chat"),
+    )
+
+
+def approvals_run_input(
+    *, thread_id: uuid.UUID, response_id: str, approvals: list[McpApprovalResponseItem]
+) -> RunAgentInput:
+    """A response that answers approval requests as the core's command: a run that goes on
+    with the held reply, each request resolved with ``{"approved", "reason"?}`` (a rejection
+    too: the tool's result tells the model the user declined)."""
+    return RunAgentInput(
+        thread_id=thread_id,
+        run_id=response_id,
+        messages=[],
+        resume=[
+            ResumeEntry(
+                interrupt_id=item.approval_request_id,
+                status="resolved",
+                payload={"approved": item.approve}
+                | ({"reason": item.reason} if item.reason is not None else {}),
+            )
+            for item in approvals
+        ],
         forwarded_props=ForwardedProps(runtime_mode="chat"),
     )
 

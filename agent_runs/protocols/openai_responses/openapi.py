@@ -8,7 +8,9 @@ _WHEN = {
     400: "A request the API refuses (malformed JSON, a bad field)",
     401: "No credentials, or bad ones",
     404: "Not found, or not the caller's",
-    409: "The conversation has a response in progress (x-should-retry: false)",
+    409: "The conversation has a response in progress, or waits on an approval request; an "
+    "approval request answered already (x-should-retry: false)",
+    410: "An approval request that has expired",
     415: "The body is not JSON",
 }
 

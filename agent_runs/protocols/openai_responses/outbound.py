@@ -10,10 +10,16 @@ resume (``starting_after``) is the SDK's filter, client-side. The usage of a ter
 is the run's recorded usage, which the caller reads when it meets that event (the run's
 model calls are recorded before it ends, so live and replayed read the same).
 
+A run that stops on approvals (its journal's ``CUSTOM`` ``run_interrupted``) ends the
+response ``incomplete``, an ``mcp_approval_request`` item per approval; the run that goes on
+with its held reply gives each call's result as an ``mcp_call`` item naming its approval
+request (docs/protocols/openai-responses.md, Approvals).
+
 Every wire object goes through the SDK's own models (``openai.types.responses``), dumped
 with only the fields set here.
 """
 
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -37,6 +43,8 @@ from openai.types.responses import (
     ResponseTextDoneEvent,
 )
 from pydantic import BaseModel
+
+from agent_runs.events.codec import RUN_INTERRUPTED_EVENT
 
 WireEvent = dict[str, Any]
 
@@ -103,10 +111,15 @@ class ResponseProjection:
     it describes (``response``): its status, output items and, once ended, usage.
 
     ``head`` holds the ``Response`` fields that do not come from the journal (``id``,
-    ``created_at``, ``model``, ``instructions``, ``metadata``, ``background``, …)."""
+    ``created_at``, ``model``, ``instructions``, ``metadata``, ``background``, …).
+    ``approvals``: for a run that goes on with a held reply, the approval request (interrupt
+    id) of each tool call it was held on, by tool call id."""
 
-    def __init__(self, head: Mapping[str, Any]) -> None:
+    def __init__(self, head: Mapping[str, Any], approvals: Mapping[str, str] | None = None) -> None:
         self.head = dict(head)
+        self.approvals = dict(approvals or {})
+        # The run stopped on approval requests: the response ends ``incomplete``.
+        self.held = False
         self.status = "queued" if self.head.get("background") else "in_progress"
         self.output: list[dict[str, Any]] = []
         self.error: dict[str, Any] | None = None
@@ -126,7 +139,9 @@ class ResponseProjection:
             "status": self.status,
             "output": [self._item_now(index) for index in range(len(self.output))],
             "error": self.error,
-            "incomplete_details": None,
+            # The SDK's reasons (max_output_tokens, content_filter…) name none for an
+            # approval: the reason is null, the mcp_approval_request items say why.
+            "incomplete_details": {"reason": None} if self.status == "incomplete" else None,
             "usage": self.usage,
         }
 
@@ -169,8 +184,59 @@ class ResponseProjection:
 
     def _run_finished(self, payload: Mapping[str, Any], usage: Any) -> list[dict[str, Any]]:
         self.ended = True
-        self.status, self.usage = "completed", usage
+        self.usage = usage
+        if self.held:
+            self.status = "incomplete"
+            return [self._lifecycle("response.incomplete")]
+        self.status = "completed"
         return [self._lifecycle("response.completed")]
+
+    # Approvals.
+
+    def _custom(self, payload: Mapping[str, Any], usage: Any) -> list[dict[str, Any]]:
+        """The run stops on approvals: each held call's ``mcp_call`` item ends
+        ``incomplete``, naming its approval request, and an ``mcp_approval_request`` item is
+        added for each (``id``: the interrupt's)."""
+        if payload.get("name") != RUN_INTERRUPTED_EVENT:
+            return []
+        value = payload.get("value")
+        interrupts = value.get("interrupts") if isinstance(value, Mapping) else None
+        events: list[dict[str, Any]] = []
+        for interrupt in interrupts if isinstance(interrupts, list) else []:
+            if isinstance(interrupt, Mapping) and interrupt.get("id"):
+                events += self._approval_request(interrupt)
+        return events
+
+    def _approval_request(self, interrupt: Mapping[str, Any]) -> list[dict[str, Any]]:
+        self.held = True
+        events: list[dict[str, Any]] = []
+        metadata = interrupt.get("metadata")
+        metadata = metadata if isinstance(metadata, Mapping) else {}
+        # The arguments as the model wrote them (its call's), else as stored.
+        arguments = json.dumps(metadata.get("arguments") or {}, ensure_ascii=False)
+        found = self._tool_item({"toolCallId": interrupt.get("toolCallId")})
+        if found is not None:
+            index, call = found
+            del self._open[f"t:{interrupt.get('toolCallId')}"]
+            call.update(status="incomplete", approval_request_id=str(interrupt["id"]))
+            arguments = call["arguments"] or arguments
+            events.append(
+                {"type": "response.output_item.done", "output_index": index, "item": dict(call)}
+            )
+        item = {
+            "id": str(interrupt["id"]),
+            "type": "mcp_approval_request",
+            "server_label": SERVER_LABEL,
+            "name": str(metadata.get("toolName") or ""),
+            "arguments": arguments,
+        }
+        index = len(self.output)
+        self.output.append(item)
+        return [
+            *events,
+            {"type": "response.output_item.added", "output_index": index, "item": dict(item)},
+            {"type": "response.output_item.done", "output_index": index, "item": dict(item)},
+        ]
 
     def _run_error(self, payload: Mapping[str, Any], usage: Any) -> list[dict[str, Any]]:
         """A failure is ``response.failed``; a cancel, for which the API has no event,
@@ -308,8 +374,12 @@ class ResponseProjection:
 
     def _tool_result(self, payload: Mapping[str, Any], usage: Any) -> list[dict[str, Any]]:
         found = self._tool_item(payload)
+        added: list[dict[str, Any]] = []
         if found is None:
-            return []
+            call_id = str(payload.get("toolCallId") or payload.get("tool_call_id") or "")
+            if call_id not in self.approvals:
+                return []
+            added, found = self._answered_call(call_id, payload)
         index, item = found
         del self._open[f"t:{item['id'].removeprefix('mcp_')}"]
         content = payload.get("content")
@@ -324,9 +394,34 @@ class ResponseProjection:
             item.update(status="failed", output=output, error=error)
             done = {"type": "response.mcp_call.failed", **where}
         return [
+            *added,
             done,
             {"type": "response.output_item.done", "output_index": index, "item": dict(item)},
         ]
+
+    def _answered_call(
+        self, call_id: str, payload: Mapping[str, Any]
+    ) -> tuple[list[dict[str, Any]], tuple[int, dict[str, Any]]]:
+        """A call the held reply stopped on, answered: its ``mcp_call`` item (named by its
+        approval request) is added when its result comes, the call having been made in the
+        run held."""
+        index = len(self.output)
+        self._open[f"t:{call_id}"] = index
+        arguments = payload.get("tool_call_args")
+        item = {
+            "id": f"mcp_{call_id}",
+            "type": "mcp_call",
+            "name": str(payload.get("tool_name") or ""),
+            "server_label": SERVER_LABEL,
+            "arguments": json.dumps(arguments if arguments is not None else {}, ensure_ascii=False),
+            "approval_request_id": self.approvals[call_id],
+            "output": None,
+            "error": None,
+            "status": "in_progress",
+        }
+        self.output.append(item)
+        added = {"type": "response.output_item.added", "output_index": index, "item": dict(item)}
+        return [added], (index, item)
 
 
 def _text_part(text: str) -> dict[str, Any]:
@@ -344,6 +439,7 @@ _HANDLERS = {
     "TOOL_CALL_ARGS": ResponseProjection._tool_args,
     "TOOL_CALL_END": ResponseProjection._tool_end,
     "TOOL_CALL_RESULT": ResponseProjection._tool_result,
+    "CUSTOM": ResponseProjection._custom,
 }
 
 
@@ -358,14 +454,18 @@ def response_of_journal(
     payloads: Sequence[Mapping[str, Any]],
     status: str,
     usage: dict[str, Any] | None,
+    approvals: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """The ``Response`` of a run as it stands: its journal so far folded, with ``status``
-    the run row's (a run cancelled before its journal began has no events) and its usage."""
-    projection = ResponseProjection(head)
+    the run row's (a run cancelled before its journal began has no events; a run that
+    ended on approvals is ``completed`` there and ``incomplete`` here) and its usage."""
+    projection = ResponseProjection(head, approvals)
     for payload in payloads:
         projection.translate(payload, usage=usage)
     response = projection.response
-    response["status"] = status
+    if not (status == "completed" and projection.status == "incomplete"):
+        response["status"] = status
+        response["incomplete_details"] = None
     response["usage"] = usage
     if status == "failed" and response["error"] is None:
         response["error"] = {"code": "server_error", "message": "the run failed"}

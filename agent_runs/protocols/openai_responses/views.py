@@ -3,7 +3,10 @@
 docs/protocols/openai-responses.md.
 
 A response is a run (its runId is the response id, ``resp_…``); ``conversation`` and
-``previous_response_id`` name its thread. A streamed answer is the run's journal through the
+``previous_response_id`` name its thread. A response whose run stops on approvals ends
+``incomplete`` with an ``mcp_approval_request`` item each; a response whose input is
+``mcp_approval_response`` items answers them (docs/protocols/openai-responses.md,
+Approvals). A streamed answer is the run's journal through the
 pure translator (outbound.py), from the run's first event; a non-streamed one waits on the
 journal on the event loop (``agent_runs/awaited.py``) and answers the ``Response`` rebuilt
 from the stored rows, like ``GET``."""
@@ -23,7 +26,16 @@ from rest_framework.response import Response
 from agent_runs.authentication import request_user
 from agent_runs.awaited import awaited_response, run_end_answer
 from agent_runs.db import db_call
-from agent_runs.errors import RunNotLatest, ThreadBusy
+from agent_runs.errors import (
+    InterruptClosed,
+    InterruptExpired,
+    InterruptNotFound,
+    InterruptOpen,
+    ResumeIncomplete,
+    ResumePayloadInvalid,
+    RunNotLatest,
+    ThreadBusy,
+)
 from agent_runs.events.follow import thread_events
 from agent_runs.events.reads import (
     EventStreamStart,
@@ -35,6 +47,11 @@ from agent_runs.events.sse import KEEP_ALIVE_FRAME, sse_response
 from agent_runs.json_input import JsonBodyParser
 from agent_runs.models import RUN_ENDED_STATUSES, Run
 from agent_runs.protocols.openai_responses.errors import (
+    ApprovalPending,
+    ApprovalRequestClosed,
+    ApprovalRequestExpired,
+    ApprovalRequestNotFound,
+    ApprovalResponsesMissing,
     ConversationBusy,
     ConversationNotFound,
     PreviousResponseNotLatest,
@@ -44,6 +61,7 @@ from agent_runs.protocols.openai_responses.errors import (
 )
 from agent_runs.protocols.openai_responses.inbound import (
     ResponseCreate,
+    approvals_run_input,
     input_text,
     new_response_id,
     response_create_parse,
@@ -56,6 +74,12 @@ from agent_runs.protocols.openai_responses.outbound import (
     is_terminal,
     response_of_journal,
     usage_object,
+)
+from agent_runs.protocols.openai_responses.selectors import (
+    answered_approvals,
+    approval_answered_by,
+    continued_response_id,
+    response_approval_ids,
 )
 from agent_runs.selectors.runs import run_get_for_user, session_thread_id
 from agent_runs.services.lifecycle import run_cancel
@@ -75,8 +99,11 @@ _STATUSES = {
 
 
 def response_head(run: Run) -> dict[str, Any]:
-    """The ``Response`` fields the run row and its request hold (not the journal)."""
+    """The ``Response`` fields the run row and its request hold (not the journal). A run
+    that goes on with a held reply follows the response held, however it was answered
+    (its ``previous_response_id``)."""
     asked = run.request or {}
+    previous = continued_response_id(run=run) or asked.get("previous_response_id")
     return {
         "id": run.run_id,
         "created_at": int(run.created_at.timestamp()),
@@ -84,7 +111,7 @@ def response_head(run: Run) -> dict[str, Any]:
         "instructions": asked.get("instructions"),
         "metadata": asked.get("metadata") or {},
         "background": bool(asked.get("background")),
-        "previous_response_id": asked.get("previous_response_id"),
+        "previous_response_id": previous,
         "conversation": asked.get("conversation"),
         "tools": [],
         "tool_choice": "auto",
@@ -112,16 +139,17 @@ def response_now(run: Run) -> dict[str, Any]:
         payloads=run_event_payloads(run=run),
         status=_STATUSES[Run.Status(run.status)],
         usage=run_usage(run) if ended else None,
+        approvals=answered_approvals(run=run),
     )
 
 
 async def response_events(
-    *, run: Run, start: EventStreamStart, starting_after: int | None = None
+    *, run: Run, projection: ResponseProjection, start: EventStreamStart, starting_after: int | None
 ) -> AsyncIterator[bytes]:
     """The SSE body of a response's events: its run's journal from its first event, through
-    the translator, each event an ``event:``/``data:`` frame; a keep-alive comment while the
-    run is idle. ``starting_after``: only the events numbered after it are sent."""
-    projection = ResponseProjection(response_head(run))
+    the translator (``projection``, fresh), each event an ``event:``/``data:`` frame; a
+    keep-alive comment while the run is idle. ``starting_after``: only the events numbered
+    after it are sent."""
     batches = thread_events(thread_id=run.thread_id, start=start, follow=False)
     try:
         async for batch in batches:
@@ -145,7 +173,10 @@ def _sse(event: dict[str, Any]) -> bytes:
 
 def _stream(run: Run, user: AbstractBaseUser, starting_after: int | None = None) -> Any:
     start = event_stream_start(user=user, thread_id=run.thread_id, after_id=None, run_id=run.run_id)
-    events = response_events(run=run, start=start, starting_after=starting_after)
+    projection = ResponseProjection(response_head(run), answered_approvals(run=run))
+    events = response_events(
+        run=run, projection=projection, start=start, starting_after=starting_after
+    )
     return sse_response(events)
 
 
@@ -190,33 +221,15 @@ class ResponseCreateApi(ResponsesApi):
         summary="Create a response (a run of the agent)",
         tags=_TAGS,
         request=OpenApiTypes.OBJECT,
-        responses={**_CREATED, **error_responses(400, 401, 404, 409, 415)},
+        responses={**_CREATED, **error_responses(400, 401, 404, 409, 410, 415)},
     )
     def post(self, request: Request) -> HttpResponseBase:
         body = response_create_parse(request.data)
         user = request_user(request)
-        thread_id, turn = _thread_of(request, body)
-        response_id = new_response_id()
-        # Read first: the run's events (its terminal one too) come after it.
-        after_id = thread_last_event_id(thread_id=thread_id)
-        try:
-            run = run_create(
-                user=user,
-                run_input=response_run_input(
-                    thread_id=thread_id, response_id=response_id, text=input_text(body)
-                ),
-                options=RunOptions(
-                    request=response_request(body, previous_response_id=body.previous_response_id),
-                    turn=turn,
-                ),
-            )
-        except Http404:  # a conversation named by the UUID of someone else's thread
-            raise ConversationNotFound(str(body.conversation_id)) from None
-        except RunNotLatest:  # a fork, or another turn after it came first
-            raise PreviousResponseNotLatest(str(body.previous_response_id)) from None
-        except ThreadBusy:
-            previous = body.previous_response_id is not None
-            raise ConversationBusy("previous_response_id" if previous else "conversation") from None
+        if body.approvals:
+            run, after_id = _approvals_answer(request, body)
+        else:
+            run, after_id = _turn_create(request, body)
         if body.stream:
             return _stream(run, user)
         if body.background:
@@ -224,6 +237,86 @@ class ResponseCreateApi(ResponsesApi):
         return awaited_response(
             request, run_end_answer(run=run, after_id=after_id, read=response_now)
         )
+
+
+def _turn_create(request: Request, body: ResponseCreate) -> tuple[Run, int]:
+    """The response's run for a new user message, and the thread's last event before it."""
+    thread_id, turn = _thread_of(request, body)
+    # Read first: the run's events (its terminal one too) come after it.
+    after_id = thread_last_event_id(thread_id=thread_id)
+    try:
+        run = run_create(
+            user=request_user(request),
+            run_input=response_run_input(
+                thread_id=thread_id, response_id=new_response_id(), text=input_text(body)
+            ),
+            options=RunOptions(
+                request=response_request(body, previous_response_id=body.previous_response_id),
+                turn=turn,
+            ),
+        )
+    except Http404:  # a conversation named by the UUID of someone else's thread
+        raise ConversationNotFound(str(body.conversation_id)) from None
+    except RunNotLatest:  # a fork, or another turn after it came first
+        raise PreviousResponseNotLatest(str(body.previous_response_id)) from None
+    except ThreadBusy:
+        previous = body.previous_response_id is not None
+        raise ConversationBusy("previous_response_id" if previous else "conversation") from None
+    except InterruptOpen as exc:
+        raise ApprovalPending(exc.interrupt_id) from None
+    return run, after_id
+
+
+def _approvals_answer(request: Request, body: ResponseCreate) -> tuple[Run, int]:
+    """The response's run answering the approval requests of ``previous_response_id``, and
+    the thread's last event before it. The requests must be that response's; whether they
+    are open, and all answered, is checked by ``run_create`` under the thread's row lock
+    (``turn_answers_check``), so of two answers at once, through any protocol, one wins.
+    No rule of turns: an answer that comes second finds its requests closed, the conflict
+    it is told, not a fork."""
+    previous = _response_run(request, str(body.previous_response_id), param="previous_response_id")
+    asked = response_approval_ids(run=previous)
+    params = {
+        item.approval_request_id: f"input[{index}].approval_request_id"
+        for index, item in enumerate(body.approvals)
+    }
+    for approval_request_id, param in params.items():
+        if approval_request_id not in asked:
+            raise ApprovalRequestNotFound(
+                approval_request_id, response_id=previous.run_id, param=param
+            )
+    after_id = thread_last_event_id(thread_id=previous.thread_id)
+    try:
+        run = run_create(
+            user=request_user(request),
+            run_input=approvals_run_input(
+                thread_id=previous.thread_id,
+                response_id=new_response_id(),
+                approvals=body.approvals,
+            ),
+            options=RunOptions(
+                request=response_request(body, previous_response_id=previous.run_id)
+            ),
+        )
+    except InterruptClosed as exc:
+        raise ApprovalRequestClosed(
+            exc.interrupt_id,
+            state=exc.interrupt_status,
+            answered_by=approval_answered_by(approval_request_id=exc.interrupt_id),
+            param=params.get(exc.interrupt_id, "input"),
+        ) from None
+    except InterruptExpired as exc:
+        param = params.get(exc.interrupt_id, "input")
+        raise ApprovalRequestExpired(exc.interrupt_id, param=param) from None
+    except InterruptNotFound as exc:
+        raise ApprovalRequestNotFound(
+            exc.interrupt_id, response_id=previous.run_id, param="input"
+        ) from None
+    except ResumeIncomplete as exc:
+        raise ApprovalResponsesMissing(exc.missing) from None
+    except ResumePayloadInvalid as exc:
+        raise ResponsesError(str(exc), param="input", code="invalid_value") from None
+    return run, after_id
 
 
 class ResponseDetailApi(ResponsesApi):

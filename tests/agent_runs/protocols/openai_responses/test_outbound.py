@@ -236,3 +236,165 @@ def test_a_queued_response_has_no_output_yet():
     response = response_of_journal(head=HEAD, payloads=[], status="queued", usage=None)
     assert response["status"] == "queued" and response["output"] == []
     assert response["usage"] is None
+
+
+STANDUP = {"title": "Standup", "start": "2026-03-17T09:00"}
+INTERRUPT = "int-5f0c"
+
+
+def held_journal() -> list[dict[str, Any]]:
+    """A run that stops on an approval of calendar_create, beside a calendar_list that ran
+    (the journal as the worker writes it: the calls, the snapshot, ``run_interrupted``)."""
+    create = {"toolCallId": "call_c1", "toolCallName": "calendar_create", "stage": "worker"}
+    listing = {"toolCallId": "call_l", "toolCallName": "calendar_list", "stage": "worker"}
+    interrupt = {
+        "id": INTERRUPT,
+        "reason": "tool_approval",
+        "message": "Allow calendar_create to run with these arguments?",
+        "toolCallId": "call_c1",
+        "responseSchema": {"type": "object"},
+        "expiresAt": "2026-11-28T09:12:00.000000Z",
+        "metadata": {"toolName": "calendar_create", "arguments": STANDUP},
+    }
+    return [
+        {"type": "RUN_STARTED", **IDS},
+        {"type": "TOOL_CALL_START", "parentMessageId": "w", **create, **IDS},
+        {"type": "TOOL_CALL_START", "parentMessageId": "w", **listing, **IDS},
+        {"type": "TOOL_CALL_ARGS", "delta": json.dumps(STANDUP), **create, **IDS},
+        {"type": "TOOL_CALL_END", **create, **IDS},
+        {"type": "TOOL_CALL_ARGS", "delta": "{}", **listing, **IDS},
+        {"type": "TOOL_CALL_END", **listing, **IDS},
+        {
+            "type": "TOOL_CALL_RESULT",
+            "toolCallId": "call_l",
+            "content": "[]",
+            "status": "success",
+            **IDS,
+        },
+        {"type": "MESSAGES_SNAPSHOT", "messages": [], **IDS},
+        {"type": "STEP_FINISHED", "stepName": "worker", **IDS},
+        {
+            "type": "CUSTOM",
+            "name": "run_interrupted",
+            "value": {"interrupts": [interrupt], "pendingToolCallIds": []},
+            **IDS,
+        },
+        {"type": "RUN_FINISHED", **IDS},
+    ]
+
+
+def continued_journal(status: str = "success") -> list[dict[str, Any]]:
+    """The run that goes on with the held reply: the held call's result comes first, with
+    no TOOL_CALL_START of its own (the call was made in the run held)."""
+    declined = "The user declined this call: not now"
+    return [
+        {"type": "RUN_STARTED", **IDS},
+        {"type": "STEP_STARTED", "stepName": "worker", **IDS},
+        {
+            "type": "TOOL_CALL_RESULT",
+            "toolCallId": "call_c1",
+            "tool_call_id": "call_c1",
+            "content": '{"id": 1}' if status == "success" else declined,
+            "status": status,
+            "error": None if status == "success" else declined,
+            "tool_name": "calendar_create",
+            "tool_call_args": STANDUP,
+            **IDS,
+        },
+        *text_journal(("Done.",))[4:7],
+        {"type": "RUN_FINISHED", **IDS},
+    ]
+
+
+def test_a_run_held_on_an_approval_ends_incomplete_with_an_mcp_approval_request():
+    events = project(held_journal())
+
+    assert types(events)[-4:] == [
+        "response.output_item.done",  # the held call's mcp_call, incomplete
+        "response.output_item.added",
+        "response.output_item.done",
+        "response.incomplete",
+    ]
+    request = events[-2]["item"]
+    assert request == {
+        "id": INTERRUPT,
+        "type": "mcp_approval_request",
+        "server_label": "agent",
+        "name": "calendar_create",
+        "arguments": json.dumps(STANDUP),
+    }
+    assert events[-3]["item"] == request and events[-3]["output_index"] == 2
+    held_call = events[-4]["item"]
+    assert held_call["id"] == "mcp_call_c1" and held_call["status"] == "incomplete"
+    assert held_call["approval_request_id"] == INTERRUPT
+    response = events[-1]["response"]
+    assert response["status"] == "incomplete"
+    assert response["incomplete_details"] == {"reason": None}
+    assert response["usage"] == USAGE and response["error"] is None
+    assert [(item["type"], item.get("status")) for item in response["output"]] == [
+        ("mcp_call", "incomplete"),
+        ("mcp_call", "completed"),
+        ("mcp_approval_request", None),
+    ]
+    # The Response object read from the stored rows (the run row says completed) is the
+    # terminal event's.
+    rebuilt = response_of_journal(
+        head=HEAD, payloads=held_journal(), status="completed", usage=USAGE
+    )
+    assert rebuilt == response
+
+
+def test_the_response_that_answers_gives_the_held_call_as_an_mcp_call_naming_its_request():
+    projection = ResponseProjection(HEAD, {"call_c1": INTERRUPT})
+    events: list[dict[str, Any]] = []
+    for payload in continued_journal():
+        events += projection.translate(payload, usage=USAGE if is_terminal(payload) else None)
+    for event in events:
+        EVENTS.validate_python(event)
+
+    assert types(events)[2:5] == [
+        "response.output_item.added",
+        "response.mcp_call.completed",
+        "response.output_item.done",
+    ]
+    assert events[2]["item"]["status"] == "in_progress"
+    assert events[4]["item"] == {
+        "id": "mcp_call_c1",
+        "type": "mcp_call",
+        "name": "calendar_create",
+        "server_label": "agent",
+        "arguments": json.dumps(STANDUP),
+        "approval_request_id": INTERRUPT,
+        "output": '{"id": 1}',
+        "error": None,
+        "status": "completed",
+    }
+    final = events[-1]["response"]
+    assert events[-1]["type"] == "response.completed" and final["incomplete_details"] is None
+    assert [item["type"] for item in final["output"]] == ["mcp_call", "message"]
+
+
+def test_a_rejected_approval_is_a_failed_mcp_call_saying_the_user_declined():
+    response = response_of_journal(
+        head=HEAD,
+        payloads=continued_journal(status="failure"),
+        status="completed",
+        usage=USAGE,
+        approvals={"call_c1": INTERRUPT},
+    )
+
+    call = response["output"][0]
+    assert call["status"] == "failed" and call["approval_request_id"] == INTERRUPT
+    assert call["error"] == {
+        "type": "mcp_tool_execution_error",
+        "content": "The user declined this call: not now",
+    }
+    assert response["status"] == "completed"
+
+
+def test_a_result_of_a_call_no_approval_held_is_not_an_item():
+    # (a client's tool result, say: the client has it already)
+    response = response_of_journal(
+        head=HEAD, payloads=continued_journal(), status="completed", usage=USAGE
+    )
+    assert [item["type"] for item in response["output"]] == ["message"]
