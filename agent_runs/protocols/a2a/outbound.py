@@ -17,8 +17,11 @@ replay equals what was sent live. Every object goes through the SDK's protobuf t
 | TOOL_CALL_END | ``statusUpdate`` WORKING, an agent message with a data part
   ``{toolCall: {id, name, arguments}}`` |
 | TOOL_CALL_RESULT | ``statusUpdate`` WORKING, a data part ``{toolResult: {id, content}}`` |
-| RUN_FINISHED | ``statusUpdate`` ``TASK_STATE_COMPLETED``, or ``TASK_STATE_INPUT_REQUIRED`` with
-  the question as its message when the answer's ``resultType`` is ``clarification`` |
+| CUSTOM run_interrupted | nothing: the approvals the run's end waits on are kept |
+| RUN_FINISHED | ``statusUpdate`` ``TASK_STATE_COMPLETED``; ``TASK_STATE_INPUT_REQUIRED`` with
+  the question as its message when the answer's ``resultType`` is ``clarification``, or
+  with the approval request (a text part, and a data part ``{interrupt: {...}}`` per
+  interrupt) when the run stopped on tool calls that need approval |
 | RUN_ERROR | ``statusUpdate`` ``TASK_STATE_FAILED`` with the error's text, or
   ``TASK_STATE_CANCELED`` (``code: "cancelled"``) |
 
@@ -49,6 +52,8 @@ ENDED_STATES = TERMINAL_STATES | {INPUT_REQUIRED}
 CANCELLED_CODE = "cancelled"
 # The answer's result type when the agent asks the user a question (runtime/output.py).
 CLARIFICATION = "clarification"
+# The journal's CUSTOM event of a run that ends waiting on approvals (events/codec.py).
+RUN_INTERRUPTED = "run_interrupted"
 ANSWER_NAME = "answer"
 
 
@@ -90,6 +95,15 @@ class TaskProjection:
     _answer: dict[str, str] = field(default_factory=dict)  # messageId -> text so far
     _calls: dict[str, Wire] = field(default_factory=dict)  # toolCallId -> {id, name, arguments}
     _result_type: str = ""
+    # The approvals (AG-UI ``Interrupt`` dicts) the latest run's end waits on.
+    _interrupts: list[Wire] = field(default_factory=list)
+
+    @property
+    def approval_ids(self) -> list[str]:
+        """The interrupts the task waits on (none unless it asks for approval)."""
+        if self.state != INPUT_REQUIRED:
+            return []
+        return [str(item.get("id", "")) for item in self._interrupts]
 
     def user_message(self, message: Mapping[str, Any]) -> None:
         """A run of the task starts with this user message: the task is submitted again."""
@@ -98,6 +112,7 @@ class TaskProjection:
         self.status_message = None
         self.ended = False
         self._result_type = ""
+        self._interrupts = []
 
     def submitted(self) -> list[Wire]:
         """The stream's first response: the task as it stands, before its run's events."""
@@ -130,6 +145,23 @@ class TaskProjection:
         else:
             self.state = state
             self.ended = False
+
+    def approvals_closed(self, *, expired: bool) -> list[Wire]:
+        """The approvals the task waits on were closed without a run of the task answering
+        them (the status update it then gives; none when it waits on none): expired, the
+        task has failed; answered by a run outside it, the task is over."""
+        if not self.approval_ids:
+            return []
+        if not expired:
+            return [self._set_state(COMPLETED)]
+        names = ", ".join(sorted({_tool_name(item) for item in self._interrupts}))
+        message = agent_message(
+            message_id=f"expired-{self.approval_ids[0]}",
+            task_id=self.task_id,
+            context_id=self.context_id,
+            parts=[{"text": f"The approval of {names} expired unanswered."}],
+        )
+        return [self._set_state(FAILED, message)]
 
     def translate(self, payload: Mapping[str, Any]) -> list[Wire]:
         """The stream responses of one journal event (often none), in order."""
@@ -250,7 +282,19 @@ class TaskProjection:
         )
         return self._status(WORKING, message)
 
+    def _custom(self, payload: Mapping[str, Any]) -> list[Wire]:
+        value = payload.get("value")
+        if payload.get("name") == RUN_INTERRUPTED and isinstance(value, Mapping):
+            self._interrupts = [dict(item) for item in value.get("interrupts") or []]
+        return []
+
     def _run_finished(self, payload: Mapping[str, Any]) -> list[Wire]:
+        if self._interrupts:
+            request = approval_request(
+                self._interrupts, task_id=self.task_id, context_id=self.context_id
+            )
+            self.history.append(request)
+            return [self._set_state(INPUT_REQUIRED, request)]
         if self._result_type == CLARIFICATION and self.history:
             question = self.history[-1]
             return [self._set_state(INPUT_REQUIRED, question)]
@@ -267,6 +311,46 @@ class TaskProjection:
             parts=[{"text": text}],
         )
         return [self._set_state(FAILED, message)]
+
+
+def approval_request(interrupts: list[Wire], *, task_id: str, context_id: str) -> Wire:
+    """The agent's message of a task waiting on approvals: for a person, a text part saying
+    what would run and how to answer; for a program, a data part ``{interrupt: {id, reason,
+    toolCallId, tool, arguments, message, responseSchema, expiresAt}}`` per interrupt."""
+    lines = [
+        f"{item.get('message') or 'Approve this tool call?'} {_tool_name(item)} "
+        f"{json.dumps(_arguments(item), ensure_ascii=False, sort_keys=True)}"
+        for item in interrupts
+    ]
+    lines.append('Answer "approve" or "reject".')
+    parts: list[Wire] = [{"text": "\n".join(lines)}]
+    for item in interrupts:
+        interrupt = {
+            "id": item.get("id"),
+            "reason": item.get("reason"),
+            "toolCallId": item.get("toolCallId"),
+            "tool": _tool_name(item),
+            "arguments": _arguments(item),
+            "message": item.get("message") or "",
+            "responseSchema": item.get("responseSchema"),
+            "expiresAt": item.get("expiresAt"),
+        }
+        kept = {key: value for key, value in interrupt.items() if value is not None}
+        parts.append({"data": {"interrupt": kept}, "mediaType": "application/json"})
+    return agent_message(
+        message_id=f"approval-{interrupts[0].get('id')}",
+        task_id=task_id,
+        context_id=context_id,
+        parts=parts,
+    )
+
+
+def _tool_name(interrupt: Mapping[str, Any]) -> str:
+    return str((interrupt.get("metadata") or {}).get("toolName", ""))
+
+
+def _arguments(interrupt: Mapping[str, Any]) -> Any:
+    return (interrupt.get("metadata") or {}).get("arguments", {})
 
 
 def _json_or_text(text: str) -> Any:
@@ -287,6 +371,7 @@ _HANDLERS = {
     "TOOL_CALL_ARGS": TaskProjection._tool_args,
     "TOOL_CALL_END": TaskProjection._tool_end,
     "TOOL_CALL_RESULT": TaskProjection._tool_result,
+    "CUSTOM": TaskProjection._custom,
     "RUN_FINISHED": TaskProjection._run_finished,
     "RUN_ERROR": TaskProjection._run_error,
 }
