@@ -23,6 +23,7 @@ from agent_runs.run_input import (
     BinaryContentBlock,
     ForwardedProps,
     InputMessage,
+    ResumeEntry,
     RunAgentInput,
     TextContentBlock,
 )
@@ -77,6 +78,30 @@ class Message(_Model):
     content: list[Content] = Field(min_length=1, max_length=MAX_CONTENT_PARTS)
 
 
+class ApprovalAnswer(_Model):
+    """An ``mcp_approval_response``'s data: the approval request it answers (the interrupt's
+    id), the answer, and optionally a reason and the call's arguments edited."""
+
+    approval_request_id: StrictStr = Field(min_length=1, max_length=40)
+    approve: StrictBool
+    reason: StrictStr | None = Field(default=None, max_length=2000)
+    arguments: dict[str, Any] | None = None
+
+
+class ApprovalContent(_Model):
+    type: Literal["data"]
+    data: ApprovalAnswer
+
+
+class ApprovalResponse(_Model):
+    """The answers to the session's open approval requests (the spec's
+    ``MessageType.MCP_APPROVAL_RESPONSE``): a data content each."""
+
+    role: Literal["user"] = "user"
+    type: Literal["mcp_approval_response"]
+    content: list[ApprovalContent] = Field(min_length=1, max_length=MAX_CONTENT_PARTS)
+
+
 class AgentRequest(_Model):
     """docs/spec/agent-api-protocol.md, 5. Request Models: ``input`` holds the one new user
     message; the model and sampling fields are kept (``kept``), not applied: the run's agent
@@ -107,19 +132,41 @@ class AgentRequest(_Model):
         }
 
 
+class ApprovalRequest(AgentRequest):
+    """A request answering the session's approval requests: its input is one
+    ``mcp_approval_response`` message."""
+
+    input: list[ApprovalResponse] = Field(min_length=1, max_length=1)  # type: ignore[assignment]
+
+
+def _answers_approvals(data: dict[str, Any]) -> bool:
+    items = data.get("input")
+    return (
+        isinstance(items, list)
+        and bool(items)
+        and isinstance(items[0], dict)
+        and items[0].get("type") == "mcp_approval_response"
+    )
+
+
 def agent_request_parse(data: Any) -> AgentRequest:
     """The body as an ``AgentRequest``; ``BodyInvalid`` naming each problem otherwise."""
     if not isinstance(data, dict):
         raise BodyInvalid("the body must be a JSON object (an AgentRequest)")
+    model = ApprovalRequest if _answers_approvals(data) else AgentRequest
     try:
-        request = AgentRequest.model_validate(data)
+        request = model.model_validate(data)
     except ValidationError as exc:
         problems = [
             f"{'.'.join(str(part) for part in error['loc']) or 'body'}: {error['msg']}"
             for error in exc.errors(include_url=False, include_input=False)
         ]
         raise BodyInvalid(f"invalid AgentRequest: {'; '.join(problems)}") from None
-    content = request.input[0].content
+    message = request.input[0]
+    if isinstance(message, ApprovalResponse):
+        return request
+    assert isinstance(message, Message)
+    content = message.content
     for index, part in enumerate(content):
         needed = "text" if part.type == "text" else "image_url"
         if getattr(part, needed) is None:
@@ -143,8 +190,11 @@ def request_run_input(*, request: AgentRequest, thread_id: uuid.UUID) -> RunAgen
     """The request's new user message as the core's command: one chat turn of the session's
     thread, run as the response ``response_<uuid>``. Images become binary blocks naming
     their signed URL (the core resolves it to the caller's stored object)."""
+    message = request.input[0]
+    if isinstance(message, ApprovalResponse):
+        return _approval_run_input(message, thread_id=thread_id)
     blocks: list[TextContentBlock | BinaryContentBlock] = []
-    for part in request.input[0].content:
+    for part in message.content:
         if part.text is not None and part.type == "text":
             blocks.append(TextContentBlock(type="text", text=part.text))
         elif part.image_url is not None:
@@ -157,4 +207,27 @@ def request_run_input(*, request: AgentRequest, thread_id: uuid.UUID) -> RunAgen
         run_id=f"response_{uuid.uuid4()}",
         messages=[InputMessage(id=f"msg_{uuid.uuid4()}", role="user", content=blocks)],
         forwarded_props=ForwardedProps(runtime_mode="chat"),
+    )
+
+
+def _approval_run_input(message: ApprovalResponse, *, thread_id: uuid.UUID) -> RunAgentInput:
+    """Answers to the session's approval requests as the core's command: a run with no new
+    message that resumes the run they stopped (every open one must be answered)."""
+    resume = []
+    for part in message.content:
+        answer = part.data
+        payload: dict[str, Any] = {"approved": answer.approve}
+        if answer.reason is not None:
+            payload["reason"] = answer.reason
+        if answer.arguments is not None:
+            payload["arguments"] = answer.arguments
+        resume.append(
+            ResumeEntry(interrupt_id=answer.approval_request_id, status="resolved", payload=payload)
+        )
+    return RunAgentInput(
+        thread_id=thread_id,
+        run_id=f"response_{uuid.uuid4()}",
+        messages=[],
+        forwarded_props=ForwardedProps(runtime_mode="chat"),
+        resume=resume,
     )

@@ -19,11 +19,15 @@ skips the objects up to the client's ``Last-Event-ID``.
 | TOOL_CALL_END | data content ``completed`` ``{call_id, name, arguments}``, message ``completed`` |
 | TOOL_CALL_RESULT | a ``function_call_output`` message (role tool): ``in_progress``, data content
   ``{call_id, name, output}``, ``completed`` |
-| RUN_FINISHED | response ``completed`` with ``output`` and ``usage`` |
+| CUSTOM ``run_interrupted`` | an ``mcp_approval_request`` message (role assistant) per
+  approval the run stopped on: ``in_progress``, data content ``{id, server_label: "agent",
+  name, arguments, interrupt}`` (the interrupt as AG-UI 1.0 gives it), ``completed`` |
+| RUN_FINISHED | response ``completed`` with ``output`` and ``usage``; ``incomplete`` when it
+  stopped on approvals (the next request answers them: ``mcp_approval_response``) |
 | RUN_ERROR | each open message ``incomplete``, then response ``failed`` with ``error
   {code, message}``, or ``canceled`` (``code: "cancelled"``) |
 
-Steps, tool-argument pieces and the journal's CUSTOM events give nothing.
+Steps, tool-argument pieces and the journal's other CUSTOM events give nothing.
 """
 
 import json
@@ -32,6 +36,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from agent_runs.events.codec import RUN_INTERRUPTED_EVENT
 from agent_runs.services.lifecycle import RUN_CANCELLED_CODE
 
 Object = dict[str, Any]
@@ -90,6 +95,7 @@ class ResponseStream:
         self.output: list[Object] = []  # the messages that have ended, as they ended
         self.open: dict[str, _Message] = {}  # by the journal's messageId / toolCallId
         self.last_response: Object | None = None
+        self.interrupted = False  # the run stopped on approvals: it ends ``incomplete``
 
     def created(self) -> list[Object]:
         """The stream's first object, before the run has any event."""
@@ -109,7 +115,7 @@ class ResponseStream:
 
     def _response(self, status: str) -> Object:
         self.status = status
-        final = status in ("completed", "failed", "canceled")
+        final = status in ("completed", "incomplete", "failed", "canceled")
         facts = self.facts
         obj = self._number(
             {
@@ -242,9 +248,36 @@ def _text(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
+def _custom(stream: ResponseStream, payload: Mapping[str, Any]) -> list[Object]:
+    """A run that stopped on approvals: an ``mcp_approval_request`` message each."""
+    if payload.get("name") != RUN_INTERRUPTED_EVENT:
+        return []
+    value = payload.get("value")
+    interrupts = value.get("interrupts", []) if isinstance(value, Mapping) else []
+    objects: list[Object] = []
+    for interrupt in interrupts:
+        stream.interrupted = True
+        key = f"approval/{interrupt['id']}"
+        metadata = interrupt.get("metadata") or {}
+        message = _Message(
+            id=stream._message_id(key), type="mcp_approval_request", role="assistant"
+        )
+        request = {
+            "id": interrupt["id"],
+            "server_label": "agent",
+            "name": str(metadata.get("toolName") or ""),
+            "arguments": json.dumps(metadata.get("arguments") or {}, ensure_ascii=False),
+            "interrupt": dict(interrupt),
+        }
+        objects += stream._open(key, message)
+        data = stream._content(message, status="completed", type="data", delta=False, data=request)
+        objects += stream._close(key, data)
+    return objects
+
+
 def _run_finished(stream: ResponseStream, payload: Mapping[str, Any]) -> list[Object]:
     stream.ended = True
-    return [stream._response("completed")]
+    return [stream._response("incomplete" if stream.interrupted else "completed")]
 
 
 def _run_error(stream: ResponseStream, payload: Mapping[str, Any]) -> list[Object]:
@@ -283,6 +316,7 @@ _HANDLERS: dict[str, Callable[[ResponseStream, Mapping[str, Any]], list[Object]]
     "TOOL_CALL_ARGS": _tool_args,
     "TOOL_CALL_END": _tool_end,
     "TOOL_CALL_RESULT": _tool_result,
+    "CUSTOM": _custom,
     "RUN_FINISHED": _run_finished,
     "RUN_ERROR": _run_error,
 }
