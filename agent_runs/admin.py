@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from django import forms
 from django.contrib import admin
 from django.db.models import QuerySet
 from django.forms.models import BaseInlineFormSet
@@ -14,6 +15,7 @@ from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 from django.utils.html import format_html
 
+from agent_runs.errors import PushUrlRefused
 from agent_runs.models import (
     ApiToken,
     AutomationJob,
@@ -28,7 +30,8 @@ from agent_runs.models import (
     UserMemory,
     UserProfile,
 )
-from agent_runs.services.push import push_deliveries_retry
+from agent_runs.services.push import push_deliveries_retry, push_url_check
+from agent_runs.services.webhooks import user_webhook_set
 from agent_runs.timeline import timeline_build
 from billing import selectors as billing_selectors
 
@@ -229,14 +232,52 @@ class ApiTokenAdmin(admin.ModelAdmin):
         return False
 
 
+class UserProfileForm(forms.ModelForm):
+    """The webhook URL is checked as a push URL (docs/push.md, "Push URLs"); a blank secret
+    keeps the profile's own, or is generated when the URL is set."""
+
+    webhook_url = forms.URLField(
+        required=False,
+        max_length=2048,
+        assume_scheme="https",
+        help_text="Told when one of the user's runs stops on an interrupt "
+        "(interrupt.opened, docs/push.md). Blank: no webhook.",
+    )
+
+    class Meta:
+        model = UserProfile
+        fields = ("user", "settings", "webhook_url", "webhook_secret")
+        help_texts = {
+            "webhook_secret": "Signs each delivery (X-Push-Signature). Blank: keep the "
+            "current one, or generate one.",
+        }
+
+    def clean_webhook_url(self) -> str:
+        url: str = self.cleaned_data["webhook_url"]
+        if url:
+            try:
+                push_url_check(url)
+            except PushUrlRefused as refused:
+                raise forms.ValidationError(str(refused)) from None
+        return url
+
+
 @admin.register(UserProfile)
 class UserProfileAdmin(admin.ModelAdmin):
     """``settings["timezone"]`` is the user's zone for calendar tools (after the tool's own
-    and the device's)."""
+    and the device's); ``webhook_url`` the user's own webhook (docs/push.md)."""
 
-    list_display = ("user", "settings")
-    search_fields = ("user__username",)
+    form = UserProfileForm
+    list_display = ("user", "settings", "webhook_url")
+    search_fields = ("user__username", "webhook_url")
     list_select_related = ("user",)
+
+    def save_model(self, request: HttpRequest, obj: UserProfile, form: Any, change: bool) -> None:
+        # The webhook through its service (a blank secret keeps the stored one, or makes one).
+        url, secret = obj.webhook_url, obj.webhook_secret
+        obj.webhook_secret = form.initial.get("webhook_secret", "")
+        super().save_model(request, obj, form, change)
+        user_webhook_set(profile=obj, url=url, secret=secret)
 
 
 @admin.register(CalendarEvent)
@@ -299,18 +340,27 @@ class PushDeliveryAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     """The push outbox: pending, delivered, or failed with its last error."""
 
     list_display = (
-        *("id", "config", "status", "attempts", "last_status_code", "last_error"),
+        *("id", "target", "status", "attempts", "last_status_code", "last_error"),
         *("next_attempt_at", "created_at", "delivered_at"),
     )
     list_filter = ("status", "config__protocol")
-    search_fields = ("id", "config__task_ref", "config__url", "config__owner__username")
+    search_fields = (
+        *("id", "config__task_ref", "config__url", "config__owner__username"),
+        *("profile__webhook_url", "profile__user__username"),
+    )
     fields = (
-        *("id", "config", "status", "attempts", "next_attempt_at", "last_status_code"),
-        *("last_error", "body", "created_at", "delivered_at"),
+        *("id", "config", "profile", "status", "attempts", "next_attempt_at"),
+        *("last_status_code", "last_error", "body", "created_at", "delivered_at"),
     )
     readonly_fields = fields
-    list_select_related = ("config",)
+    list_select_related = ("config", "profile__user")
     actions = ("retry_now",)
+
+    @admin.display(description="to")
+    def target(self, delivery: PushDelivery) -> str:
+        if delivery.profile is not None:
+            return f"webhook of {delivery.profile.user}"
+        return str(delivery.config)
 
     @admin.action(description="Retry now (one more attempt)")
     def retry_now(self, request: HttpRequest, queryset: Any) -> None:

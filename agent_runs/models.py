@@ -358,6 +358,11 @@ class UserProfile(models.Model):
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="agent_profile"
     )
     settings = models.JSONField(default=dict, blank=True)
+    # The user's own webhook (docs/push.md, "The user's webhook"): told when one of the
+    # user's runs stops on an interrupt, through the push outbox. "" when not set.
+    webhook_url = models.URLField(max_length=2048, blank=True)
+    # Signs every delivery to ``webhook_url`` (HMAC-SHA256, as a push config's secret).
+    webhook_secret = models.CharField(max_length=128, blank=True)
 
     def __str__(self) -> str:
         return f"profile of {self.user}"
@@ -473,7 +478,17 @@ class PushDelivery(models.Model):
         FAILED = "failed"
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    config = models.ForeignKey(PushConfig, on_delete=models.CASCADE, related_name="deliveries")
+    # Where it goes: a protocol's push config, or a user's own webhook (their profile's).
+    config = models.ForeignKey(
+        PushConfig, null=True, blank=True, on_delete=models.CASCADE, related_name="deliveries"
+    )
+    profile = models.ForeignKey(
+        UserProfile,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="webhook_deliveries",
+    )
     body = models.JSONField()
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
     attempts = models.PositiveIntegerField(default=0)
@@ -495,6 +510,14 @@ class PushDelivery(models.Model):
                 condition=models.Q(status="pending"),
             ),
             models.Index(fields=["config", "-created_at"], name="push_delivery_config_recent"),
+            models.Index(fields=["profile", "-created_at"], name="push_delivery_profile_recent"),
+        ]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(config__isnull=False, profile__isnull=True)
+                | models.Q(config__isnull=True, profile__isnull=False),
+                name="push_delivery_one_target",
+            )
         ]
 
     def __str__(self) -> str:

@@ -41,6 +41,7 @@ from agent_runs.models import Interrupt, Run, Thread
 from agent_runs.run_input import InputMessage, RunAgentInput, snapshot_sha256
 from agent_runs.selectors.interrupts import interrupt_id_possible
 from agent_runs.services.queue import run_enqueue
+from agent_runs.services.webhooks import interrupts_opened_push
 
 # AG-UI's reasons: an approval of a backend tool, and a client's tool call (which AG-UI
 # reports as a pending tool call, not as an interrupt).
@@ -106,6 +107,9 @@ def run_suspend(
         if not kept:
             raise RunNoLongerRunning(run.pk)
         Interrupt.objects.bulk_create(interrupts)
+        # The owner's own webhook is told of them (issue 31, item 5): its outbox rows commit
+        # with the interrupts, or roll back with them.
+        interrupts_opened_push(run=run, interrupts=interrupts)
     return interrupts
 
 

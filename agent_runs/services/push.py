@@ -36,7 +36,7 @@ from redis.exceptions import RedisError
 from rq.job import Job, JobStatus
 
 from agent_runs.errors import PushUrlRefused
-from agent_runs.models import PushConfig, PushDelivery, Thread
+from agent_runs.models import PushConfig, PushDelivery, Thread, UserProfile
 from agent_runs.push_signing import DELIVERY_HEADER, SIGNATURE_HEADER, push_signature_header
 from agent_runs.services.queue import runs_queue
 
@@ -58,6 +58,7 @@ _PENDING_JOB_STATUSES = {
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
 
 LAST_ATTEMPT_LOST = "the last attempt did not finish (its worker stopped)"
+WEBHOOK_REMOVED = "the user's webhook URL was removed"
 REFUSED_SCHEME = "only http and https URLs are allowed"
 REFUSED_HOST = "the URL has no host"
 REFUSED_PORT = "the URL's port is not a valid port"
@@ -160,9 +161,19 @@ def push_enqueue(*, configs: Iterable[PushConfig], body: Mapping[str, Any]) -> l
     """Write one pending delivery of ``body`` (JSON, rendered by the caller in its protocol's
     shape) per config, in the caller's transaction; their jobs are enqueued when it commits
     (at once outside a transaction). Rolled back with the caller, nothing is sent."""
-    deliveries = PushDelivery.objects.bulk_create(
-        [PushDelivery(config=config, body=body) for config in configs]
-    )
+    return _outbox_write([PushDelivery(config=config, body=body) for config in configs])
+
+
+def push_enqueue_to_user(
+    *, profile: UserProfile, bodies: Iterable[Mapping[str, Any]]
+) -> list[PushDelivery]:
+    """Write one pending delivery per body to the user's own webhook (the profile's
+    ``webhook_url``), in the caller's transaction, as ``push_enqueue`` does."""
+    return _outbox_write([PushDelivery(profile=profile, body=body) for body in bodies])
+
+
+def _outbox_write(deliveries: list[PushDelivery]) -> list[PushDelivery]:
+    deliveries = PushDelivery.objects.bulk_create(deliveries)
     if deliveries:
         ids = [delivery.pk for delivery in deliveries]
         transaction.on_commit(lambda: push_deliveries_enqueue(delivery_ids=ids))
@@ -263,7 +274,7 @@ def push_delivery_attempt(*, delivery_id: uuid.UUID) -> PushDelivery | None:
     ).update(attempts=F("attempts") + 1, next_attempt_at=Now() + lease)
     if not claimed:
         return None
-    delivery = PushDelivery.objects.select_related("config").get(pk=delivery_id)
+    delivery = PushDelivery.objects.select_related("config", "profile").get(pk=delivery_id)
     try:
         outcome = _post(delivery)
     except Exception as exc:  # a header httpx refuses, a body it cannot send: a failed attempt
@@ -291,26 +302,49 @@ def push_delivery_attempt(*, delivery_id: uuid.UUID) -> PushDelivery | None:
     return delivery
 
 
+@dataclass(frozen=True)
+class _Target:
+    """Where a delivery goes, as it stands now: a push config's, or a user's own webhook."""
+
+    url: str
+    secret: str
+    token: str = ""
+    token_header: str = ""
+
+
+def _target(delivery: PushDelivery) -> _Target | None:
+    """The delivery's target; ``None`` when it is a user's webhook whose URL was removed."""
+    if delivery.config is not None:
+        config = delivery.config
+        return _Target(config.url, config.secret, config.token, config.token_header)
+    profile = delivery.profile
+    if profile is None or not profile.webhook_url:
+        return None
+    return _Target(profile.webhook_url, profile.webhook_secret)
+
+
 def _post(delivery: PushDelivery) -> _Outcome:
     """POST the delivery's body to the addresses its URL resolves to now (checked again:
     the host's DNS may have changed since the config was made), no redirects followed."""
-    config = delivery.config
+    target = _target(delivery)
+    if target is None:
+        return _Outcome(None, WEBHOOK_REMOVED)
     body = json.dumps(delivery.body, separators=(",", ":"), ensure_ascii=False).encode()
     headers = {
         "Content-Type": "application/json",
         "User-Agent": "agent-run-server-push/1",
         SIGNATURE_HEADER: push_signature_header(
-            secret=config.secret, timestamp=int(time.time()), body=body
+            secret=target.secret, timestamp=int(time.time()), body=body
         ),
         DELIVERY_HEADER: str(delivery.pk),
     }
-    if config.token and config.token_header:
-        headers[config.token_header] = config.token
+    if target.token and target.token_header:
+        headers[target.token_header] = target.token
     try:
-        addresses = push_url_check(config.url)
+        addresses = push_url_check(target.url)
     except PushUrlRefused as refused:
         return _Outcome(None, str(refused))
-    url = httpx.URL(config.url)
+    url = httpx.URL(target.url)
     headers["Host"] = url.netloc.decode("ascii")
     extensions = {"sni_hostname": url.raw_host.decode("ascii")} if url.scheme == "https" else {}
     error = REFUSED_UNRESOLVED
