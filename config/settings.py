@@ -196,6 +196,10 @@ AGENT_ROUTER_MODEL = env_str("AGENT_ROUTER_MODEL", AGENT_WORKER_MODEL)
 AGENT_MEMORY_MODEL = env_str("AGENT_MEMORY_MODEL", AGENT_ROUTER_MODEL)
 # Reason/act rounds of the worker in one run (the memory stage has three).
 AGENT_WORKER_MAX_ITERS = env_int("AGENT_WORKER_MAX_ITERS", 6, minimum=1)
+# Turn the worker model's thinking switch on (DeepSeek's `thinking`, DashScope's
+# `enable_thinking`): its reasoning streams to the client. A model that always reasons
+# (deepseek-reasoner) streams its reasoning whatever this says.
+AGENT_WORKER_THINKING = env_bool("AGENT_WORKER_THINKING", False)
 # What the memory stage keeps per user (the newest win).
 AGENT_MEMORY_MAX_ITEMS = env_int("AGENT_MEMORY_MAX_ITEMS", 50, minimum=1)
 # Tools and context per stage for chat runs (agent_runs/agent_config.py).
