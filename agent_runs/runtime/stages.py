@@ -38,6 +38,7 @@ from agent_runs.runtime.agentscope_events import (
     RunMappingState,
     answer_text_events,
     map_agentscope_event,
+    reasoning_texts,
 )
 from agent_runs.runtime.chat_models import ModelCall, UsageLog, chat_model_for
 from agent_runs.runtime.host import db, db_retried
@@ -314,7 +315,11 @@ async def worker_stage(
         else turn.user_message.content
     )
     reply = worker_reply(
-        model=chat_model_for(settings.AGENT_WORKER_MODEL, usage_log=usage_log),
+        model=chat_model_for(
+            settings.AGENT_WORKER_MODEL,
+            usage_log=usage_log,
+            thinking=settings.AGENT_WORKER_THINKING,
+        ),
         messages=conversation(turn.context(Visibility.WORKER), user_content),
         tools=tools,
         system_prompt=instructions(
@@ -391,6 +396,7 @@ def _answer_store(
         stage=Stage.WORKER,
         tool_results=_tool_results(state),
         answer=answer,
+        reasoning=reasoning_texts(state),
     )
     digest = billing_selectors.run_usage_digest(run=run, any_records=turn.recorded_calls > 0)
     return digest, user_locale(user_profile_settings(user_id=run.thread.owner_id))
@@ -428,7 +434,7 @@ async def memory_stage(turn: RunTurn, output: AgentOutput) -> None:
         logger.exception("memory stage of run %s failed; the run's answer stands", run.pk)
     finally:
         turn.record_usage(usage_log)
-    if state.tool_names:
+    if state.tool_names or state.reasoning:
         await db_retried(
             run_stage_messages_store,
             run=run,
@@ -436,6 +442,7 @@ async def memory_stage(turn: RunTurn, output: AgentOutput) -> None:
             stage=Stage.MEMORY,
             tool_results=_tool_results(state),
             answer=None,
+            reasoning=reasoning_texts(state),
         )
     # What it kept or forgot, a line per tool call.
     kept = "\n".join(f"{tool.tool_name} {tool.args}" for tool in _tool_results(state))
