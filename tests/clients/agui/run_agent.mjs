@@ -11,7 +11,8 @@
 // stop HttpAgent has: it aborts the request); one with "waitMs" waits that long first.
 //
 // stdout: one JSON line per turn, {"turn", "runId", "ok", "error"?, "abortedAt"? (epoch ms),
-// "events": [{"type", "metadata"?, "outcome"?, "protocolVersion"?}], "newMessages"}, then {"messages": [...]} (what the
+// "events": [{"type", "messageId"?, "metadata"?, "outcome"?, "protocolVersion"?, "usage"?}],
+// "newMessages"}, then {"messages": [...]} (what the
 // client holds at the end). stderr: the client's own warnings.
 
 import { HttpAgent } from "@ag-ui/client";
@@ -37,7 +38,7 @@ for (const [index, turn] of plan.turns.entries()) {
   const subscriber = {
     onEvent: ({ event }) => {
       const kept = { type: event.type };
-      for (const key of ["metadata", "outcome", "protocolVersion"]) if (event[key] !== undefined) kept[key] = event[key];
+      for (const key of ["messageId", "metadata", "outcome", "protocolVersion", "usage"]) if (event[key] !== undefined) kept[key] = event[key];
       events.push(kept);
       if (turn.abortOn && abortedAt === null && matches(event, turn.abortOn)) {
         abortedAt = Date.now();
