@@ -121,6 +121,13 @@ def reasoning_texts(state: RunMappingState) -> list[ReasoningText]:
     ]
 
 
+def reasoning_end_events(state: RunMappingState) -> list[BaseEvent]:
+    """The end of the reasoning the model was writing when its reply broke off (none if it
+    was not): a stage that outlives its reply's failure must not leave it open, or the run
+    could not finish."""
+    return _reasoning_end(None, state)
+
+
 def _reasoning_start(event: Any, state: RunMappingState) -> list[BaseEvent]:
     """A thinking block opens: a reasoning span and its message, under one id of this
     stage's (``reasoning-<stage message id>-<n>``: the same live and replayed, and never

@@ -38,6 +38,7 @@ from agent_runs.runtime.agentscope_events import (
     RunMappingState,
     answer_text_events,
     map_agentscope_event,
+    reasoning_end_events,
     reasoning_texts,
 )
 from agent_runs.runtime.chat_models import ModelCall, UsageLog, chat_model_for
@@ -432,6 +433,8 @@ async def memory_stage(turn: RunTurn, output: AgentOutput) -> None:
         raise
     except Exception:
         logger.exception("memory stage of run %s failed; the run's answer stands", run.pk)
+        for event in reasoning_end_events(state):
+            turn.emitter.emit(event)
     finally:
         turn.record_usage(usage_log)
     if state.tool_names or state.reasoning:

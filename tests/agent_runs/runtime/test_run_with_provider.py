@@ -167,6 +167,33 @@ def test_deepseek_and_dashscope_shaped_streams_give_the_answer_and_the_reasoning
     assert "Hello from the fake model." in next_turn and "Let me think" not in next_turn
 
 
+def test_a_memory_stage_that_breaks_off_mid_reasoning_ends_its_reasoning_and_the_run_completes(
+    alice, alice_token, redis_queue, daphne_port, fake_openai, settings
+):
+    fake_openai.reasoning = ["Anything to remember?"]
+    fake_openai.broken_after_reasoning = True  # the memory stage's plain answer breaks off
+    settings.AGENT_MEMORY_MODEL = "openai/gpt-test"
+    body = run_input()
+    post_run(alice, body)
+    work_burst(redis_queue)
+
+    run = Run.objects.get(run_id=body["runId"])
+    assert run.status == Run.Status.COMPLETED, run.error
+    stream = read_sse(daphne_port, body["threadId"], token=alice_token)
+    memory_id = f"reasoning-memory-{body['runId']}-1"
+    memory = [
+        frame["event"] for frame in stream.events if frame["data"].get("messageId") == memory_id
+    ]
+    assert memory == [
+        "REASONING_START",
+        "REASONING_MESSAGE_START",
+        "REASONING_MESSAGE_CONTENT",
+        "REASONING_MESSAGE_END",
+        "REASONING_END",
+    ]
+    assert stream.types[-2:] == ["STEP_FINISHED", "RUN_FINISHED"]
+
+
 def test_an_unknown_model_id_fails_the_run_with_a_configuration_error(
     alice, alice_token, redis_queue, daphne_port, settings
 ):
