@@ -38,12 +38,18 @@ class Stage(models.TextChoices):
 
 
 class Visibility(enum.IntFlag):
-    """Consumers of a stored message (docs/spec/sse-events-and-usage.md, section 8)."""
+    """Consumers of a stored message (docs/spec/sse-events-and-usage.md, section 8).
+
+    ``REASONING`` marks a model's reasoning (its ``reasoning_content``): the history shows it
+    only when asked (``?include=reasoning``), and no stage's context holds it, since a
+    provider refuses its reasoning sent back to it (DeepSeek answers 400). It is no part of
+    ``ALL``."""
 
     UI_HISTORY = 1
     ROUTER = 2
     WORKER = 4
     MEMORY = 8
+    REASONING = 16
     CONTEXT = ROUTER | WORKER | MEMORY
     ALL = UI_HISTORY | CONTEXT
 

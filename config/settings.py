@@ -199,6 +199,10 @@ AGENT_WORKER_MAX_ITERS = env_int("AGENT_WORKER_MAX_ITERS", 6, minimum=1)
 # How long a run's interrupt (a tool approval, a client tool's result) stays answerable;
 # the sweeper then expires it, and its thread takes new messages again.
 INTERRUPT_TTL_SECONDS = env_int("INTERRUPT_TTL_SECONDS", 86400, minimum=10)
+# Turn the worker model's thinking switch on (DeepSeek's `thinking`, DashScope's
+# `enable_thinking`): its reasoning streams to the client. A model that always reasons
+# (deepseek-reasoner) streams its reasoning whatever this says.
+AGENT_WORKER_THINKING = env_bool("AGENT_WORKER_THINKING", False)
 # What the memory stage keeps per user (the newest win).
 AGENT_MEMORY_MAX_ITEMS = env_int("AGENT_MEMORY_MAX_ITEMS", 50, minimum=1)
 # Tools and context per stage for chat runs (agent_runs/agent_config.py).

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from typing import Any
 
-from agent_runs.models import Message
+from agent_runs.models import Message, Visibility
 from agent_runs.ui_schema import MAX_ITEMS, ui_schema_build
 from attachments.errors import ObjectPathInvalid
 from attachments.selectors import attachment_signed_url
@@ -16,6 +16,7 @@ from history.schemas import (
     HistoryAttachment,
     HistoryMessage,
     HistoryMessageAssistant,
+    HistoryMessageReasoning,
     HistoryMessageUser,
     HistorySnapshotResponse,
 )
@@ -45,8 +46,17 @@ _ATTACHMENT_KEYS = ("user_message_attachments", "user_message_attachments_all")
 
 
 def history_message(message: Message, *, locale: str) -> HistoryMessage:
-    """A user or assistant message as the history API shows it."""
+    """A user or assistant message, or a model's reasoning, as the history API shows it."""
     metadata = message.metadata if isinstance(message.metadata, dict) else {}
+    if message.visibility_mask & Visibility.REASONING:
+        stage = metadata.get("stage")
+        return HistoryMessageReasoning(
+            id=message.message_id,
+            seq=message.seq,
+            content=message.content,
+            stage=stage if isinstance(stage, str) else None,
+            timestamp=iso_timestamp(message.created_at),
+        )
     if message.role == Message.Role.USER:
         stored = metadata.get("user_message_attachments")
         # With several images, ``user_message_attachments_all`` lists them all (the first

@@ -51,8 +51,22 @@ class HistoryMessageAssistant(_Wire):
     timestamp: str
 
 
+class HistoryMessageReasoning(_Wire):
+    """A model's reasoning before an answer (its ``reasoning_content``), shown only with
+    ``?include=reasoning``: AG-UI 1.0's ``ReasoningMessage`` (``role: "reasoning"``), with the
+    stage that reasoned."""
+
+    id: str
+    seq: int
+    role: Literal["reasoning"] = "reasoning"
+    content: str
+    stage: str | None
+    timestamp: str
+
+
 HistoryMessage = Annotated[
-    HistoryMessageUser | HistoryMessageAssistant, Field(discriminator="role")
+    HistoryMessageUser | HistoryMessageAssistant | HistoryMessageReasoning,
+    Field(discriminator="role"),
 ]
 
 
@@ -80,14 +94,17 @@ class HistoryQuery:
 
     thread_id: uuid.UUID | None
     before: date | None
+    include_reasoning: bool = False
 
 
+# What ``include`` may add to the day's user and assistant messages.
+HISTORY_INCLUDES = ("reasoning",)
 _ISO_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 
 
 def parse_history_query(params: Mapping[str, str]) -> HistoryQuery:
-    """``threadId`` (a UUID) and ``before`` (``YYYY-MM-DD``), both optional; a present but
-    malformed one is :class:`HistoryQueryInvalid`."""
+    """``threadId`` (a UUID), ``before`` (``YYYY-MM-DD``) and ``include`` (``reasoning``),
+    all optional; a present but malformed one is :class:`HistoryQueryInvalid`."""
     thread_id = None
     if "threadId" in params:
         thread_id = parse_uuid(params["threadId"])
@@ -98,7 +115,12 @@ def parse_history_query(params: Mapping[str, str]) -> HistoryQuery:
         before = _parse_date(params["before"])
         if before is None:
             raise HistoryQueryInvalid("before must be a calendar date in YYYY-MM-DD format")
-    return HistoryQuery(thread_id=thread_id, before=before)
+    include = params.get("include")
+    if include is not None and include not in HISTORY_INCLUDES:
+        raise HistoryQueryInvalid('include must be "reasoning"')
+    return HistoryQuery(
+        thread_id=thread_id, before=before, include_reasoning=include == "reasoning"
+    )
 
 
 def _parse_date(value: str) -> date | None:

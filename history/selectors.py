@@ -1,8 +1,9 @@
 """Reads of the history API: which thread, which day, which messages.
 
 docs/spec/run-agent-input.md, History API; docs/spec/sse-events-and-usage.md, section 8 (only
-messages visible to ``ui.history``). A day is the user's day: midnight to midnight in the profile's
-timezone (``UserProfile.settings["timezone"]``, UTC when unset or not an IANA zone).
+messages visible to ``ui.history``, and a model's reasoning when asked for). A day is the
+user's day: midnight to midnight in the profile's timezone (``UserProfile.settings
+["timezone"]``, UTC when unset or not an IANA zone).
 
 Every message read is a range of the ``(thread, created_at)`` index: the latest visible
 message before a bound (its day is the answer's day), that day's messages, and whether one
@@ -25,20 +26,31 @@ from history.schemas import HistorySnapshotResponse
 
 
 def history_snapshot_get(
-    *, user: AbstractBaseUser, thread_id: uuid.UUID | None, before: date | None
+    *,
+    user: AbstractBaseUser,
+    thread_id: uuid.UUID | None,
+    before: date | None,
+    include_reasoning: bool = False,
 ) -> HistorySnapshotResponse:
     """``GET /api/v1/agent/history``: the day snapshot, ready for the wire. A thread that is
     not the caller's is ``Http404``."""
     return history_snapshot_response(
-        day=history_day_get(user=user, thread_id=thread_id, before=before)
+        day=history_day_get(
+            user=user, thread_id=thread_id, before=before, include_reasoning=include_reasoning
+        )
     )
 
 
 def history_day_get(
-    *, user: AbstractBaseUser, thread_id: uuid.UUID | None, before: date | None
+    *,
+    user: AbstractBaseUser,
+    thread_id: uuid.UUID | None,
+    before: date | None,
+    include_reasoning: bool = False,
 ) -> HistoryDay:
     """The most recent of the user's days with visible messages (strictly before ``before``
-    when given) in ``thread_id``, or in the user's most recent thread when it is ``None``.
+    when given) in ``thread_id``, or in the user's most recent thread when it is ``None``;
+    with ``include_reasoning``, a model's reasoning is visible too.
 
     ``thread_id`` is ``None`` in the answer only when the caller named no thread and has no
     visible message anywhere; ``day`` is ``None`` when the thread has no such day."""
@@ -52,7 +64,7 @@ def history_day_get(
             return HistoryDay(None, None, has_more=False, messages=[], locale="en")
     thread_id, profile = found
     zone, locale = _zone_and_locale(profile)
-    visible = _visible_messages(thread_id)
+    visible = _visible_messages(thread_id, include_reasoning=include_reasoning)
     bounded = visible.filter(created_at__lt=_day_start(before, zone)) if before else visible
     latest = bounded.order_by("-created_at").values_list("created_at", flat=True).first()
     if latest is None:
@@ -62,7 +74,7 @@ def history_day_get(
     messages = list(
         visible.filter(created_at__gte=start, created_at__lt=_day_after(day, zone))
         .order_by("seq")
-        .only("message_id", "seq", "role", "content", "metadata", "created_at")
+        .only("message_id", "seq", "role", "content", "metadata", "visibility_mask", "created_at")
     )
     # Ordered, so that it is an index probe rather than a scan hoping to meet a row early.
     earlier = visible.filter(created_at__lt=start).order_by("-created_at")
@@ -70,13 +82,17 @@ def history_day_get(
     return HistoryDay(thread_id, day, has_more=has_more, messages=messages, locale=locale)
 
 
-def _visible_messages(thread_id: uuid.UUID | OuterRef) -> QuerySet[Message]:
-    """Messages ``ui.history`` may show: the bit set, and never a tool message."""
+def _visible_messages(
+    thread_id: uuid.UUID | OuterRef, *, include_reasoning: bool = False
+) -> QuerySet[Message]:
+    """Messages ``ui.history`` may show: the bit set (or, ``include_reasoning``, the
+    ``reasoning`` bit), and never a tool message."""
+    bits = Visibility.UI_HISTORY | (Visibility.REASONING if include_reasoning else 0)
     return (
         Message.objects.filter(
             thread_id=thread_id, role__in=[Message.Role.USER, Message.Role.ASSISTANT]
         )
-        .alias(on_history=F("visibility_mask").bitand(int(Visibility.UI_HISTORY)))
+        .alias(on_history=F("visibility_mask").bitand(int(bits)))
         .filter(on_history__gt=0)
     )
 

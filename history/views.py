@@ -25,6 +25,12 @@ class HistorySnapshotApi(APIView):
         parameters=[
             OpenApiParameter("threadId", OpenApiTypes.UUID, description="The thread."),
             OpenApiParameter("before", OpenApiTypes.DATE, description="Only days before this one."),
+            OpenApiParameter(
+                "include",
+                OpenApiTypes.STR,
+                enum=["reasoning"],
+                description="`reasoning`: a model's reasoning before its answers too.",
+            ),
         ],
         responses={
             200: HistorySnapshotResponse,
@@ -32,7 +38,8 @@ class HistorySnapshotApi(APIView):
                 401,
                 404,
                 422,
-                e422="A threadId that is not a UUID, or a before that is not a date",
+                e422="A threadId that is not a UUID, a before that is not a date, or an "
+                "include other than reasoning",
             ),
         },
     )
@@ -43,6 +50,7 @@ class HistorySnapshotApi(APIView):
             user=cast(AbstractBaseUser, request.user),
             thread_id=query.thread_id,
             before=query.before,
+            include_reasoning=query.include_reasoning,
         )
         # pydantic writes the JSON itself: the renderer's second pass over a day of messages
         # is a fair part of the call.

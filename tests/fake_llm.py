@@ -17,6 +17,9 @@ class FakeOpenAI:
         self.delay = 0.0  # seconds before answering
         self.chunk_delay = 0.0  # seconds before each streamed chunk (a slowly streaming answer)
         self.reasoning: list[str] = []  # DeepSeek / Qwen "reasoning_content" deltas
+        # A plain answer breaks off after its reasoning with a chunk that is not JSON (a
+        # provider failing mid-stream).
+        self.broken_after_reasoning = False
         # Tool calls to answer with, one list per request, before the plain answer:
         # [(call id, tool name, JSON arguments), ...]
         self.tool_call_turns: list[list[tuple[str, str, str]]] = []
@@ -77,6 +80,9 @@ class FakeOpenAI:
                     return
                 for thought in fake.reasoning:
                     self._chunk({"role": "assistant", "reasoning_content": thought}, None)
+                if fake.broken_after_reasoning:
+                    self.wfile.write(b"data: {not json\n\n")
+                    return
                 for piece in fake.answer:
                     self._chunk({"role": "assistant", "content": piece}, None)
                 self._chunk({}, "stop")

@@ -9,7 +9,12 @@ from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from ag_ui.core import BaseEvent, EventType, TextMessageContentEvent
+from ag_ui.core import (
+    BaseEvent,
+    EventType,
+    ReasoningMessageContentEvent,
+    TextMessageContentEvent,
+)
 
 # Backend-only statistics (spec section 3.4): never sent to clients.
 INTERNAL_FIELDS = frozenset({"inputTokens", "outputTokens", "cost", "latencyMs", "model"})
@@ -63,7 +68,7 @@ _PLAIN_EVENTS: dict[type[BaseEvent], tuple[tuple[str, str], ...]] = {
     event_type: tuple(
         (name, field.alias or name) for name, field in event_type.model_fields.items()
     )
-    for event_type in (TextMessageContentEvent,)
+    for event_type in (TextMessageContentEvent, ReasoningMessageContentEvent)
 }
 
 
@@ -94,10 +99,10 @@ def sanitise(payload: dict[str, Any]) -> dict[str, Any]:
 
 
 class EventSequence:
-    """The ordering rules of one run's events: ``RUN_STARTED`` first, steps, text messages
-    and tool calls opened before they are continued or closed, everything closed before
-    ``RUN_FINISHED``, nothing after the terminal event. ``RUN_ERROR`` may end a run at any
-    point."""
+    """The ordering rules of one run's events: ``RUN_STARTED`` first, steps, text messages,
+    tool calls, reasoning spans and reasoning messages opened before they are continued or
+    closed, everything closed before ``RUN_FINISHED``, nothing after the terminal event.
+    ``RUN_ERROR`` may end a run at any point."""
 
     def __init__(self) -> None:
         self.started = False
@@ -106,6 +111,8 @@ class EventSequence:
         self.open_messages: set[str] = set()
         self.open_tool_calls: set[str] = set()
         self.ended_tool_calls: set[str] = set()
+        self.open_reasoning: set[str] = set()
+        self.open_reasoning_messages: set[str] = set()
 
     def ended_earlier(self, tool_call_ids: Iterable[str]) -> None:
         """Tool calls an earlier run of the thread started and ended, whose results this run
@@ -129,7 +136,13 @@ class EventSequence:
         raise EventOrderError("a second RUN_STARTED")
 
     def _on_run_finished(self, payload: dict[str, Any]) -> None:
-        still_open = self.open_steps | self.open_messages | self.open_tool_calls
+        still_open = (
+            self.open_steps
+            | self.open_messages
+            | self.open_tool_calls
+            | self.open_reasoning
+            | self.open_reasoning_messages
+        )
         if still_open:
             raise EventOrderError(f"RUN_FINISHED with {sorted(still_open)} still open")
         self.ended = True
@@ -165,6 +178,21 @@ class EventSequence:
     def _on_tool_call_result(self, payload: dict[str, Any]) -> None:
         if payload["tool_call_id"] not in self.ended_tool_calls:
             raise EventOrderError(f"TOOL_CALL_RESULT before TOOL_CALL_END of {payload!r}")
+
+    def _on_reasoning_start(self, payload: dict[str, Any]) -> None:
+        _open(self.open_reasoning, payload["messageId"], "reasoning")
+
+    def _on_reasoning_end(self, payload: dict[str, Any]) -> None:
+        _close(self.open_reasoning, payload["messageId"], "reasoning")
+
+    def _on_reasoning_message_start(self, payload: dict[str, Any]) -> None:
+        _open(self.open_reasoning_messages, payload["messageId"], "reasoning message")
+
+    def _on_reasoning_message_content(self, payload: dict[str, Any]) -> None:
+        _require(self.open_reasoning_messages, payload["messageId"], "reasoning message")
+
+    def _on_reasoning_message_end(self, payload: dict[str, Any]) -> None:
+        _close(self.open_reasoning_messages, payload["messageId"], "reasoning message")
 
 
 def _open(opened: set[str], key: str, what: str) -> None:

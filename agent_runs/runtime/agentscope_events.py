@@ -3,6 +3,11 @@
 docs/spec/sse-events-and-usage.md, section 3. AgentScope's own AG-UI middleware is process-global
 and turns errors into RUN_FINISHED; this mapping keeps its state per run and
 leaves the run's start and end to the caller, who knows whether the reply failed.
+
+A model's reasoning (a thinking block: a provider's ``reasoning_content``) is a reasoning span
+of AG-UI 1.0 holding one reasoning message, streamed a delta at a time as the text is
+(docs/protocols/agui.md, "Reasoning"); AgentScope's own middleware sends only the message
+events, without the span that AG-UI 1.0 wraps them in.
 """
 
 import json
@@ -11,6 +16,11 @@ from typing import Any
 
 from ag_ui.core import (
     BaseEvent,
+    ReasoningEndEvent,
+    ReasoningMessageContentEvent,
+    ReasoningMessageEndEvent,
+    ReasoningMessageStartEvent,
+    ReasoningStartEvent,
     TextMessageContentEvent,
     TextMessageStartEvent,
     ToolCallArgsEvent,
@@ -21,7 +31,7 @@ from ag_ui.core import (
 from agentscope.event import EventType as AgentScopeEventType
 
 from agent_runs.runtime.structured_answer import StructuredAnswer
-from agent_runs.services.messages import tool_message_id
+from agent_runs.services.messages import ReasoningText, tool_message_id
 
 _RESULT_STATUS = {"success": "success", "error": "failure", "interrupted": "partial"}
 # AgentScope's tool through which the worker gives its structured output (AgentOutput).
@@ -53,6 +63,10 @@ class RunMappingState:
     # Calls a person declined, and the result their tool messages say (rather than
     # AgentScope's note to the model).
     declined: dict[str, str] = field(default_factory=dict)
+    # Each reasoning message of the stage (its id: its text so far), in order, and the one
+    # the model is writing.
+    reasoning: dict[str, str] = field(default_factory=dict)
+    reasoning_open: str | None = None
 
 
 def map_agentscope_event(event: Any, state: RunMappingState) -> list[BaseEvent]:
@@ -70,6 +84,8 @@ def map_agentscope_event(event: Any, state: RunMappingState) -> list[BaseEvent]:
     if kind == AgentScopeEventType.TEXT_BLOCK_DELTA:
         state.narration += event.delta or ""
         return []
+    if kind in _REASONING_KINDS:
+        return _REASONING_KINDS[kind](event, state)
     tool_call_id = str(getattr(event, "tool_call_id", "") or "")
     if kind == AgentScopeEventType.TOOL_CALL_START and event.tool_call_name == (
         STRUCTURED_OUTPUT_TOOL
@@ -116,6 +132,72 @@ def map_agentscope_event(event: Any, state: RunMappingState) -> list[BaseEvent]:
 _HOLDS = {
     AgentScopeEventType.REQUIRE_USER_CONFIRM: "approval",
     AgentScopeEventType.REQUIRE_EXTERNAL_EXECUTION: "client_tool",
+}
+
+
+def reasoning_texts(state: RunMappingState) -> list[ReasoningText]:
+    """The stage's reasoning messages as the history keeps them, in the order written."""
+    return [
+        ReasoningText(message_id=message_id, text=text)
+        for message_id, text in state.reasoning.items()
+        if text
+    ]
+
+
+def reasoning_end_events(state: RunMappingState) -> list[BaseEvent]:
+    """The end of the reasoning the model was writing when its reply broke off (none if it
+    was not): a stage that outlives its reply's failure must not leave it open, or the run
+    could not finish."""
+    return _reasoning_end(None, state)
+
+
+def _reasoning_start(event: Any, state: RunMappingState) -> list[BaseEvent]:
+    """A thinking block opens: a reasoning span and its message, under one id of this
+    stage's (``reasoning-<stage message id>-<n>``: the same live and replayed, and never
+    a text message's, whose ids AG-UI clients keep in the same list)."""
+    events = _reasoning_end(event, state)  # one span at a time
+    message_id = f"reasoning-{state.message_id}-{len(state.reasoning) + 1}"
+    state.reasoning[message_id] = ""
+    state.reasoning_open = message_id
+    common = {"stage": state.stage, "threadId": state.thread_id, "runId": state.run_id}
+    return [
+        *events,
+        ReasoningStartEvent(message_id=message_id, **common),
+        ReasoningMessageStartEvent(message_id=message_id, role="reasoning", **common),
+    ]
+
+
+def _reasoning_delta(event: Any, state: RunMappingState) -> list[BaseEvent]:
+    delta = event.delta or ""
+    if not delta:
+        return []  # AG-UI takes no empty delta
+    events = [] if state.reasoning_open is not None else _reasoning_start(event, state)
+    message_id = state.reasoning_open
+    assert message_id is not None
+    state.reasoning[message_id] += delta
+    return [
+        *events,
+        ReasoningMessageContentEvent(
+            message_id=message_id, delta=delta, threadId=state.thread_id, runId=state.run_id
+        ),
+    ]
+
+
+def _reasoning_end(event: Any, state: RunMappingState) -> list[BaseEvent]:
+    message_id, state.reasoning_open = state.reasoning_open, None
+    if message_id is None:
+        return []
+    ids = {"threadId": state.thread_id, "runId": state.run_id}
+    return [
+        ReasoningMessageEndEvent(message_id=message_id, **ids),
+        ReasoningEndEvent(message_id=message_id, **ids),
+    ]
+
+
+_REASONING_KINDS = {
+    AgentScopeEventType.THINKING_BLOCK_START: _reasoning_start,
+    AgentScopeEventType.THINKING_BLOCK_DELTA: _reasoning_delta,
+    AgentScopeEventType.THINKING_BLOCK_END: _reasoning_end,
 }
 
 

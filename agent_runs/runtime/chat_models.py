@@ -92,10 +92,13 @@ class DemoTrackingModel(DemoChatModel):
             self.usage_log.calls.append(model_call(self.model_id, usage))
 
 
-def chat_model_for(model_id: str, *, usage_log: UsageLog | None = None) -> ChatModelBase:
+def chat_model_for(
+    model_id: str, *, usage_log: UsageLog | None = None, thinking: bool = False
+) -> ChatModelBase:
     """The chat model for ``model_id``; every call it makes is recorded in ``usage_log``.
     A model per stage: it holds no connection (the running loop's client is shared) and no
-    credential of its own (the provider's endpoint is made once)."""
+    credential of its own (the provider's endpoint is made once). ``thinking`` turns the
+    provider's thinking switch on (the demo model does not think)."""
     log = usage_log if usage_log is not None else UsageLog(stage="")
     if model_id == DEMO_MODEL_ID:
         return DemoTrackingModel(model_id=model_id, usage_log=log)
@@ -116,4 +119,5 @@ def chat_model_for(model_id: str, *, usage_log: UsageLog | None = None) -> ChatM
         max_retries=settings.AGENT_MODEL_MAX_RETRIES,
         retry_delay=settings.AGENT_MODEL_RETRY_DELAY_SECONDS,
         timeout=settings.AGENT_MODEL_TIMEOUT_SECONDS,
+        thinking=thinking,
     )

@@ -3,7 +3,8 @@
 
 It sends what AgentScope's ``OpenAIChatModel``, ``DeepSeekChatModel`` and
 ``DashScopeChatModel`` send (their formatters' messages, the tools and ``tool_choice``, each
-provider's thinking switch, ``stream_options.include_usage``) and yields the same
+provider's thinking switch, off unless the model is made with ``thinking=True``,
+``stream_options.include_usage``) and yields the same
 ``ChatResponse`` deltas their ``_parse_stream_response`` yields, without the ``openai`` SDK:
 the SSE body is read line by line and each ``data:`` line is one ``json.loads``, with no
 pydantic object per chunk. What the SDK cost per call is gone too: the client (an aiohttp
@@ -124,9 +125,12 @@ class Dialect:
     credential_class: type[CredentialBase]
     formatter: FormatterBase  # stateless: one for every call
     context_size: int  # AgentScope's default for the provider (context compression)
-    # The request's thinking switch (thinking stays off, as AgentScope's default), given the
-    # body and the caller's extra body fields.
+    # The request's thinking switch, off (AgentScope's default) or on, given the body and
+    # the caller's extra body fields (which win: the structured output's ``no_think``). A
+    # model that always reasons (``deepseek-reasoner``) reasons either way, and its
+    # reasoning is parsed whatever the switch says.
     thinking_off: Callable[[dict[str, Any]], None]
+    thinking_on: Callable[[dict[str, Any]], None]
     disable_thinking_kwargs: dict[str, Any]  # for generate_structured_output's no_think
     cached_tokens: Callable[[dict[str, Any]], int]
     reasoning_fallback: bool = False  # OpenAI's model also reads ``delta.reasoning``
@@ -138,8 +142,16 @@ def _deepseek_thinking_off(body: dict[str, Any]) -> None:
     body["thinking"] = {"type": "disabled", **(body.get("thinking") or {})}
 
 
+def _deepseek_thinking_on(body: dict[str, Any]) -> None:
+    body["thinking"] = {"type": "enabled", **(body.get("thinking") or {})}
+
+
 def _dashscope_thinking_off(body: dict[str, Any]) -> None:
     body.setdefault("enable_thinking", False)
+
+
+def _dashscope_thinking_on(body: dict[str, Any]) -> None:
+    body.setdefault("enable_thinking", True)
 
 
 def _no_thinking_switch(body: dict[str, Any]) -> None:
@@ -163,6 +175,7 @@ DIALECTS = {
         formatter=DeepSeekChatFormatter(),
         context_size=65536,
         thinking_off=_deepseek_thinking_off,
+        thinking_on=_deepseek_thinking_on,
         disable_thinking_kwargs={"extra_body": {"thinking": {"type": "disabled"}}},
         cached_tokens=_deepseek_cached_tokens,
     ),
@@ -173,6 +186,7 @@ DIALECTS = {
         formatter=DashScopeChatFormatter(),
         context_size=131072,
         thinking_off=_dashscope_thinking_off,
+        thinking_on=_dashscope_thinking_on,
         disable_thinking_kwargs={"extra_body": {"enable_thinking": False}},
         cached_tokens=_details_cached_tokens,
         required_tool_choice="auto",
@@ -184,6 +198,7 @@ DIALECTS = {
         formatter=OpenAIChatFormatter(),
         context_size=128000,
         thinking_off=_no_thinking_switch,
+        thinking_on=_no_thinking_switch,
         disable_thinking_kwargs={},
         cached_tokens=_details_cached_tokens,
         reasoning_fallback=True,
@@ -275,10 +290,11 @@ def _close_idle_loops_clients() -> None:
 
 class OpenAICompatibleChatModel(ChatModelBase):
     """AgentScope's chat model for an OpenAI-compatible ``/chat/completions`` endpoint,
-    always streaming. ``call_ended`` hears each streamed call's usage once, as it ends."""
+    always streaming. ``call_ended`` hears each streamed call's usage once, as it ends.
+    ``thinking`` turns the provider's thinking switch on (off by default, as AgentScope's)."""
 
     class Parameters(BaseModel):
-        """No parameters: each provider's defaults (AgentScope's, thinking off)."""
+        """No parameters: each provider's defaults (AgentScope's)."""
 
     def __init__(
         self,
@@ -288,6 +304,7 @@ class OpenAICompatibleChatModel(ChatModelBase):
         max_retries: int,
         retry_delay: float,
         timeout: float,
+        thinking: bool = False,
     ) -> None:
         super().__init__(
             credential=endpoint.credential,
@@ -302,6 +319,7 @@ class OpenAICompatibleChatModel(ChatModelBase):
         self.dialect = endpoint.dialect
         self.formatter = endpoint.dialect.formatter
         self.timeout = timeout
+        self.thinking = thinking
 
     @classmethod
     def _get_retryable_exceptions(cls) -> tuple[type[Exception], ...]:
@@ -365,7 +383,10 @@ class OpenAICompatibleChatModel(ChatModelBase):
         extra_body = kwargs.pop("extra_body", None) or {}
         body.update(kwargs)
         body.update(extra_body)
-        self.dialect.thinking_off(body)
+        if self.thinking:
+            self.dialect.thinking_on(body)
+        else:
+            self.dialect.thinking_off(body)
         tools, choice = self._format_tools(tools, tool_choice)
         if tools:
             body["tools"] = tools

@@ -64,6 +64,8 @@ from agent_runs.runtime.agentscope_events import (
     answer_text_events,
     map_agentscope_event,
     parse_tool_args,
+    reasoning_end_events,
+    reasoning_texts,
 )
 from agent_runs.runtime.chat_models import ModelCall, UsageLog, chat_model_for
 from agent_runs.runtime.host import db, db_retried
@@ -373,7 +375,11 @@ async def worker_stage(
     usage_log = UsageLog(stage=Stage.WORKER)
     context = "\n\n".join(part for part in (config.context, _ROUTE_HINTS[decision.route]) if part)
     agent = worker_agent(
-        model=chat_model_for(settings.AGENT_WORKER_MODEL, usage_log=usage_log),
+        model=chat_model_for(
+            settings.AGENT_WORKER_MODEL,
+            usage_log=usage_log,
+            thinking=settings.AGENT_WORKER_THINKING,
+        ),
         tools=tools,
         system_prompt=instructions(
             WORKER_SYSTEM_PROMPT, context=context, memory_notes=turn.memory_notes
@@ -573,17 +579,20 @@ async def _worker_hold(
 def _hold_store(
     turn: RunTurn, state: RunMappingState, reply: dict[str, Any], held: list[HeldCall]
 ) -> tuple[list[Interrupt], list[dict[str, Any]]]:
-    """Store the results of the calls that ran, then the held reply and its interrupts;
-    the thread's conversation with the held calls, as AG-UI messages."""
+    """Store the results of the calls that ran (and the reasoning before the calls), then
+    the held reply and its interrupts; the thread's conversation with the held calls, as
+    AG-UI messages."""
     run = turn.run
     ran = [tool for tool in _tool_results(state) if tool.tool_call_id not in state.held]
-    if ran:
+    reasoning = reasoning_texts(state)
+    if ran or reasoning:
         run_stage_messages_store(
             run=run,
             claim_token=turn.claim_token,
             stage=Stage.WORKER,
             tool_results=ran,
             answer=None,
+            reasoning=reasoning,
         )
     interrupts = run_suspend(run=run, claim_token=turn.claim_token, reply=reply, held=held)
     messages = thread_conversation(thread_id=run.thread_id)
@@ -619,6 +628,7 @@ def _answer_store(
         stage=Stage.WORKER,
         tool_results=_tool_results(state),
         answer=answer,
+        reasoning=reasoning_texts(state),
     )
     digest = billing_selectors.run_usage_digest(run=run, any_records=turn.recorded_calls > 0)
     return digest, user_locale(user_profile_settings(user_id=run.thread.owner_id))
@@ -654,9 +664,11 @@ async def memory_stage(turn: RunTurn, output: AgentOutput) -> None:
         raise
     except Exception:
         logger.exception("memory stage of run %s failed; the run's answer stands", run.pk)
+        for event in reasoning_end_events(state):
+            turn.emitter.emit(event)
     finally:
         turn.record_usage(usage_log)
-    if state.tool_names:
+    if state.tool_names or state.reasoning:
         await db_retried(
             run_stage_messages_store,
             run=run,
@@ -664,6 +676,7 @@ async def memory_stage(turn: RunTurn, output: AgentOutput) -> None:
             stage=Stage.MEMORY,
             tool_results=_tool_results(state),
             answer=None,
+            reasoning=reasoning_texts(state),
         )
     # What it kept or forgot, a line per tool call.
     kept = "\n".join(f"{tool.tool_name} {tool.args}" for tool in _tool_results(state))

@@ -8,10 +8,12 @@ from django.db.models import Q
 from agent_runs.models import Message, RunEvent
 
 # The events that give a client's copy of the conversation its message ids: an AG-UI client
-# makes a message of each text message, of each tool call's assistant message (its parent
-# message, or the tool call itself without one) and of each tool result.
+# makes a message of each text message, of each reasoning message, of each tool call's
+# assistant message (its parent message, or the tool call itself without one) and of each
+# tool result.
 _ID_FIELDS = {
     "TEXT_MESSAGE_START": ("messageId",),
+    "REASONING_MESSAGE_START": ("messageId",),
     "TOOL_CALL_START": ("parentMessageId", "toolCallId"),
     "TOOL_CALL_RESULT": ("messageId",),
 }

@@ -71,6 +71,14 @@ class ToolResult:
 
 
 @dataclass(frozen=True)
+class ReasoningText:
+    """One reasoning message of a stage (a model's ``reasoning_content``), as streamed."""
+
+    message_id: str
+    text: str
+
+
+@dataclass(frozen=True)
 class StageAnswer:
     """The assistant message a stage answered with."""
 
@@ -86,12 +94,15 @@ def run_stage_messages_store(
     stage: str,
     tool_results: Sequence[ToolResult],
     answer: StageAnswer | None,
+    reasoning: Sequence[ReasoningText] = (),
 ) -> None:
-    """A stage's tool results (kept for the stages' context, never shown in the history) and
-    its answer, in one transaction, while the run is still running under the job's claim: a
-    run cancelled meanwhile, or a job that lost its claim, keeps nothing
+    """A stage's reasoning (shown in the history only when asked for, never in a stage's
+    context), its tool results (kept for the stages' context, never shown in the history)
+    and its answer, in one transaction, while the run is still running under the job's
+    claim: a run cancelled meanwhile, or a job that lost its claim, keeps nothing
     (``RunNoLongerRunning``). docs/spec/chat-messages-and-attachments.md, Message Metadata."""
-    drafts = [
+    drafts = [reasoning_draft(run=run, stage=stage, reasoning=part) for part in reasoning]
+    drafts += [
         MessageDraft(
             role=Message.Role.TOOL,
             message_id=tool_message_id(tool.tool_call_id),
@@ -137,6 +148,24 @@ def run_stage_messages_store(
             raise RunNoLongerRunning(run.pk)
         if drafts:
             messages_append(thread=thread, run=run, drafts=drafts)
+
+
+def reasoning_draft(*, run: Run, stage: str, reasoning: ReasoningText) -> MessageDraft:
+    """A reasoning message as the thread keeps it: the assistant's, under the id its events
+    gave it (so a client that sends its conversation back names a message the thread has),
+    visible to ``?include=reasoning`` only."""
+    return MessageDraft(
+        role=Message.Role.ASSISTANT,
+        message_id=reasoning.message_id,
+        content=reasoning.text,
+        metadata={
+            "run_id": run.run_id,
+            "stage": stage,
+            "message_id": reasoning.message_id,
+            "reasoning": True,
+        },
+        visibility=Visibility.REASONING,
+    )
 
 
 def _append_claimed(*, run: Run, claim_token: uuid.UUID, drafts: list[MessageDraft]) -> bool:

@@ -6,6 +6,10 @@ from typing import Any
 
 import pytest
 from ag_ui.core import (
+    ReasoningEndEvent,
+    ReasoningMessageContentEvent,
+    ReasoningMessageStartEvent,
+    ReasoningStartEvent,
     RunErrorEvent,
     RunFinishedEvent,
     RunStartedEvent,
@@ -17,6 +21,9 @@ from ag_ui.core import (
 )
 from agentscope.event import (
     TextBlockDeltaEvent,
+    ThinkingBlockDeltaEvent,
+    ThinkingBlockEndEvent,
+    ThinkingBlockStartEvent,
     ToolCallDeltaEvent,
     ToolCallEndEvent,
     ToolCallStartEvent,
@@ -33,7 +40,9 @@ from agent_runs.runtime.agentscope_events import (
     StructuredAnswer,
     answer_text_events,
     map_agentscope_event,
+    reasoning_texts,
 )
+from agent_runs.services.messages import ReasoningText
 
 IDS = {"threadId": "t-1", "runId": "r-1"}
 
@@ -302,3 +311,86 @@ def test_mapping_state_belongs_to_one_run():
     assert mapped(structured_output_events("c1", ['{"answer": "a']), first)[0]["runId"] == "r1"
     assert mapped(structured_output_events("c1", ['{"answer": "b']), second)[0]["runId"] == "r2"
     assert (first.text, second.text) == ("a", "b")
+
+
+def thinking_events(block_id, pieces):
+    return [
+        ThinkingBlockStartEvent(reply_id="x", block_id=block_id),
+        *(ThinkingBlockDeltaEvent(reply_id="x", block_id=block_id, delta=p) for p in pieces),
+        ThinkingBlockEndEvent(reply_id="x", block_id=block_id),
+    ]
+
+
+def test_a_thinking_block_streams_as_a_reasoning_span_holding_one_reasoning_message():
+    state = RunMappingState(thread_id="t-1", run_id="r-1", stage="worker", message_id="m")
+    payloads = mapped(thinking_events("b1", ["Let me", "", " think."]), state)
+
+    assert [p["type"] for p in payloads] == [
+        "REASONING_START",
+        "REASONING_MESSAGE_START",
+        "REASONING_MESSAGE_CONTENT",
+        "REASONING_MESSAGE_CONTENT",  # an empty delta is not sent
+        "REASONING_MESSAGE_END",
+        "REASONING_END",
+    ]
+    # One id, the stage's own and not AgentScope's random block id, on all of them.
+    assert {p["messageId"] for p in payloads} == {"reasoning-m-1"}
+    assert payloads[0] == {"type": "REASONING_START", "messageId": "reasoning-m-1",
+                           "stage": "worker", **IDS}  # fmt: skip
+    assert payloads[1]["role"] == "reasoning" and payloads[1]["stage"] == "worker"
+    assert payloads[2] == {"type": "REASONING_MESSAGE_CONTENT", "messageId": "reasoning-m-1",
+                           "delta": "Let me", **IDS}  # fmt: skip
+    sequence = EventSequence()
+    sequence.check({"type": "RUN_STARTED"})
+    for payload in payloads:
+        sequence.check(payload)
+    assert not sequence.open_reasoning and not sequence.open_reasoning_messages
+    assert reasoning_texts(state) == [
+        ReasoningText(message_id="reasoning-m-1", text="Let me think.")
+    ]
+
+
+def test_each_model_call_s_thinking_is_a_reasoning_message_of_its_own():
+    state = RunMappingState(thread_id="t-1", run_id="r-1", stage="worker", message_id="m")
+    mapped([*thinking_events("b1", ["First."]), *thinking_events("b2", ["Then."])], state)
+
+    assert reasoning_texts(state) == [
+        ReasoningText(message_id="reasoning-m-1", text="First."),
+        ReasoningText(message_id="reasoning-m-2", text="Then."),
+    ]
+
+
+def test_a_reasoning_delta_is_a_plain_token_event():
+    event = ReasoningMessageContentEvent(message_id="r", delta="hmm", **IDS)
+    assert codec._plain_payload(event) == {
+        "type": "REASONING_MESSAGE_CONTENT", "messageId": "r", "delta": "hmm", **IDS,
+    }  # fmt: skip
+    assert json.dumps(encode_event(event)) == json.dumps(codec._serialised_payload(event))
+
+
+@pytest.mark.parametrize(
+    ("events", "problem"),
+    [
+        (
+            [ReasoningMessageContentEvent(message_id="r", delta="x")],
+            "reasoning message 'r' is not open",
+        ),
+        (
+            [ReasoningStartEvent(message_id="r"), RunFinishedEvent(thread_id="t", run_id="r")],
+            "still open",
+        ),
+        (
+            [
+                ReasoningStartEvent(message_id="r"),
+                ReasoningMessageStartEvent(message_id="r", role="reasoning"),
+                ReasoningEndEvent(message_id="r"),
+                RunFinishedEvent(thread_id="t", run_id="r"),
+            ],
+            "still open",
+        ),
+        ([ReasoningEndEvent(message_id="r")], "reasoning 'r' is not open"),
+    ],
+)
+def test_a_reasoning_event_out_of_order_is_refused(events, problem):
+    with pytest.raises(EventOrderError, match=problem):
+        check_all(RunStartedEvent(thread_id="t", run_id="r"), *events)

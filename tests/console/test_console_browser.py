@@ -118,6 +118,42 @@ def test_a_tool_call_shows_as_a_card_with_its_arguments_result_and_status(
     assert json.loads(tool_message.content)["count"] == 0
 
 
+def test_the_model_s_reasoning_shows_collapsed_above_its_answer_and_after_a_reload(
+    live: Live, alice_user: Any, context: BrowserContext
+) -> None:
+    thoughts = ["The user says hello.", " A greeting back will do."]
+    live.fake.reasoning = thoughts
+    page = signed_in(context, live)
+    send(page, "Hello there")
+    run_ended(page)
+
+    def shown_collapsed() -> Any:
+        turn = page.locator(".msg-agent").last
+        block = turn.locator("details.reasoning")
+        expect(block).to_have_count(1)
+        expect(block.locator("summary")).to_have_text("Reasoning")
+        expect(block.locator(".reasoning-text")).to_be_hidden()  # collapsed until opened
+        assert "greeting" not in (turn.locator(".answer").text_content() or "")
+        return block
+
+    block = shown_collapsed()
+    assert last_answer(page) == "Hello from the fake model."
+    # Opened from the keyboard, it holds the reasoning as the model streamed it.
+    block.locator("summary").focus()
+    page.keyboard.press("Enter")
+    expect(block.locator(".reasoning-text")).to_have_text("".join(thoughts))
+    run = latest_run(thread__owner=alice_user)
+    assert Message.objects.get(run=run, message_id=f"reasoning-worker-{run.run_id}-1")
+
+    # Reloaded, the thread's history (with ?include=reasoning) shows it the same way.
+    page.reload()
+    expect(page.locator("[data-ready=true]")).to_have_count(1)
+    expect(page.locator(".msg-agent .answer").last).to_have_text("Hello from the fake model.")
+    block = shown_collapsed()
+    block.locator("summary").click()
+    expect(block.locator(".reasoning-text")).to_have_text("".join(thoughts))
+
+
 def test_an_image_is_previewed_uploaded_and_sent_as_a_signed_url(
     live: Live, alice_user: Any, context: BrowserContext, tmp_path: Any
 ) -> None:

@@ -169,6 +169,43 @@ def test_only_messages_visible_to_ui_history_are_shown(alice, alice_user):
     assert [message["role"] for message in body["messages"]] == ["user", "assistant"]
 
 
+def test_a_model_s_reasoning_is_hidden_unless_the_caller_includes_it(alice, alice_user):
+    thread = Thread.objects.create(owner=alice_user)
+    add_message(thread, "2026-03-15T10:00:00+00:00", content="Hi")
+    add_message(
+        thread,
+        "2026-03-15T10:00:01+00:00",
+        role="assistant",
+        content="The user greets me.",
+        mask=int(Visibility.REASONING),
+        metadata={"stage": "worker", "reasoning": True},
+    )
+    add_message(thread, "2026-03-15T10:00:01+00:00", role="assistant", content="Hello!")
+
+    hidden = history(alice, threadId=str(thread.id)).json()
+    shown = history(alice, threadId=str(thread.id), include="reasoning").json()
+
+    assert [m["content"] for m in hidden["messages"]] == ["Hi", "Hello!"]
+    assert [m["role"] for m in shown["messages"]] == ["user", "reasoning", "assistant"]
+    assert shown["messages"][1] == {
+        "id": "msg-2",
+        "seq": 2,
+        "role": "reasoning",
+        "content": "The user greets me.",
+        "stage": "worker",
+        "timestamp": "2026-03-15T10:00:01.000Z",
+    }
+    assert shown["messages"][2] == hidden["messages"][1]  # the answer as it always is
+
+
+@pytest.mark.parametrize("include", ["", "reasoning,tools", "tools", "Reasoning"])
+def test_an_include_other_than_reasoning_is_a_422(alice, include):
+    response = history(alice, include=include)
+
+    assert response.status_code == 422
+    assert response.json() == {"detail": 'include must be "reasoning"'}
+
+
 def test_days_with_only_hidden_messages_are_skipped_and_do_not_count_for_has_more(
     alice, alice_user
 ):

@@ -1,8 +1,8 @@
 """What this server's AG-UI agent does, as AG-UI 1.0's ``AgentCapabilities``
 (``GET /api/v1/agent/ag-ui/capabilities``): only what it really does is ``true``; what it does
-not do yet is ``false`` (reasoning), and what AG-UI
-asks that does not apply is left out. (An interrupt here is a tool call waiting for an
-approval; a client's tools are offered to the worker and their calls left to the client.)"""
+not do yet is ``false`` (encrypted reasoning), and what AG-UI asks that does not apply is
+left out. (An interrupt here is a tool call waiting for an approval; a client's tools are
+offered to the worker and their calls left to the client.)"""
 
 from functools import cache
 from importlib.metadata import PackageNotFoundError, version
@@ -39,7 +39,9 @@ def agent_capabilities() -> dict[str, Any]:
         tools=ToolsCapabilities(supported=True, client_provided=True, parallel_calls=True),
         # Threads and their journal persist; the memory stage keeps notes about the user.
         state=StateCapabilities(snapshots=False, deltas=False, memory=True),
-        reasoning=ReasoningCapabilities(supported=False),
+        # A reasoning model's thinking (its reasoning_content), streamed a delta at a time
+        # as REASONING_* events; in the clear, as the provider gives it, never encrypted.
+        reasoning=ReasoningCapabilities(supported=True, streaming=True, encrypted=False),
         multimodal=MultimodalCapabilities(
             input=MultimodalInputCapabilities(
                 image=True, audio=False, video=False, pdf=False, file=False

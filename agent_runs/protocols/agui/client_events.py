@@ -9,14 +9,14 @@ clients keep, so the conversation endpoint's stream moves those fields there.
 And a run ends as AG-UI 1.0 says (``ClientEvents``): ``RUN_STARTED`` declares the protocol
 version, ``RUN_FINISHED`` carries ``outcome: {"type": "success"}``, and a cancelled run (the
 journal's ``RUN_ERROR`` ``code: "cancelled"``) ends in ``RUN_FINISHED`` with ``outcome:
-{"type": "cancelled"}``, after the ends of what it left open (a tool call, a text message, a
-step: a run may not finish with them open); ``RUN_ERROR`` is a failure only. Its terminal
-event carries the run's ``usage`` (one ``TokenUsage`` a model it called) and, in its
-``metadata``, its ``cost`` (a decimal string, or ``null`` when unknown), ``currency`` and
-``costSource``, from the usage records made by the time the journal ended (``prepare``). A
-function of the run's events from its ``RUN_STARTED``, where the stream starts, and of those
-records: a replay is what the live stream sent. The ``/runs`` endpoints send the spec's shape
-as it stands.
+{"type": "cancelled"}``, after the ends of what it left open (a tool call, a reasoning
+message and its span, a text message, a step: a run may not finish with them open);
+``RUN_ERROR`` is a failure only. Its terminal event carries the run's ``usage`` (one
+``TokenUsage`` a model it called) and, in its ``metadata``, its ``cost`` (a decimal string, or
+``null`` when unknown), ``currency`` and ``costSource``, from the usage records made by the
+time the journal ended (``prepare``). A function of the run's events from its
+``RUN_STARTED``, where the stream starts, and of those records: a replay is what the live
+stream sent. The ``/runs`` endpoints send the spec's shape as it stands.
 """
 
 from functools import cache
@@ -68,7 +68,7 @@ class ClientEvents:
     usage is read before its terminal event is translated (``prepare``)."""
 
     def __init__(self, *, run_pk: int | None = None, run_input: dict[str, Any] | None = None):
-        self._open: dict[str, list[Any]] = {"tool calls": [], "messages": [], "steps": []}
+        self._open: dict[str, list[Any]] = {what: [] for *_, what in _SPANS}
         self._run_pk = run_pk
         self._input = run_input
         self._usage: RunUsageByModel | None = None
@@ -140,6 +140,13 @@ class ClientEvents:
 # names it, what it is).
 _SPANS = (
     (EventType.TOOL_CALL_START, EventType.TOOL_CALL_END, "toolCallId", "tool calls"),
+    (
+        EventType.REASONING_MESSAGE_START,
+        EventType.REASONING_MESSAGE_END,
+        "messageId",
+        "reasoning messages",
+    ),
+    (EventType.REASONING_START, EventType.REASONING_END, "messageId", "reasoning"),
     (EventType.TEXT_MESSAGE_START, EventType.TEXT_MESSAGE_END, "messageId", "messages"),
     (EventType.STEP_STARTED, EventType.STEP_FINISHED, "stepName", "steps"),
 )

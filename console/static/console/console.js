@@ -2,7 +2,7 @@
 // run's events rendered as they stream. It uses the public HTTP API only (docs/console.md).
 import { approvalCard } from "./approvals.js";
 import { StreamRefused, followRun } from "./sse.js";
-import { agentTurn, dayLabel, el, localDay, statusLine, toolCard, uiSchema, userMessage } from "./render.js";
+import { agentTurn, dayLabel, el, localDay, reasoningBlock, statusLine, toolCard, uiSchema, userMessage } from "./render.js";
 
 const root = document.getElementById("console");
 const API = root.dataset.api;
@@ -189,17 +189,39 @@ function todayMessages() {
   return daySection(today);
 }
 
-function historyMessage(message) {
+function historyMessage(message, reasoning = []) {
   if (message.role === "user") {
     const images = (message.attachments || []).map((image) => ({ url: image.url, alt: "Attached image" }));
     return userMessage({ text: message.content, images, timestamp: message.timestamp });
   }
   const turn = agentTurn({ timestamp: message.timestamp });
+  for (const thought of reasoning) {
+    const block = reasoningBlock({ stage: thought.stage });
+    block.append(thought.content);
+    block.finish();
+    turn.reasoning.append(block.block);
+  }
   turn.answer.textContent = message.content || "";
   turn.answer.removeAttribute("aria-live");
   const rendered = uiSchema(message.ui_schema, sendPrompt, { answer: message.content || "" });
   if (rendered) turn.ui.append(rendered);
   return turn.article;
+}
+
+/** A day's messages as the conversation shows them: the reasoning before an answer goes,
+ * collapsed, into that answer's turn. */
+function historyMessages(messages) {
+  const shown = [];
+  let reasoning = [];
+  for (const message of messages) {
+    if (message.role === "reasoning") {
+      reasoning.push(message);
+      continue;
+    }
+    shown.push(historyMessage(message, message.role === "user" ? [] : reasoning));
+    if (message.role !== "user") reasoning = [];
+  }
+  return shown;
 }
 
 function nearBottom() {
@@ -220,7 +242,7 @@ function conversationClear() {
 }
 
 async function historyDayLoad(threadId, { before = null } = {}) {
-  const query = new URLSearchParams({ threadId });
+  const query = new URLSearchParams({ threadId, include: "reasoning" });
   if (before) query.set("before", before);
   return api(`/history?${query}`);
 }
@@ -228,7 +250,7 @@ async function historyDayLoad(threadId, { before = null } = {}) {
 function historyDayShow(snapshot, { prepend }) {
   if (!snapshot.day) return;
   const messages = daySection(snapshot.day, { prepend });
-  messages.append(...snapshot.messages.map(historyMessage));
+  messages.append(...historyMessages(snapshot.messages));
   state.oldestDay = snapshot.day;
   ui.loadEarlier.hidden = !snapshot.hasMore;
 }
@@ -512,6 +534,15 @@ async function runFollow({ threadId, runId, turn, controller = new AbortControll
 
 function turnRenderer(turn, threadId) {
   const cards = new Map();
+  const thoughts = new Map();
+  const thoughtFor = (event) => {
+    if (!thoughts.has(event.messageId)) {
+      const block = reasoningBlock({ stage: event.stage });
+      thoughts.set(event.messageId, block);
+      turn.reasoning.append(block.block);
+    }
+    return thoughts.get(event.messageId);
+  };
   let streamed = "";
   let interrupts = []; // the approvals the run stopped on, shown once it has ended
   const stick = () => nearBottom() && scrollToBottom();
@@ -548,6 +579,16 @@ function turnRenderer(turn, threadId) {
         announce("The agent answered.");
         break;
       }
+      case "REASONING_MESSAGE_START":
+        thoughtFor(event);
+        break;
+      case "REASONING_MESSAGE_CONTENT":
+        // Collapsed: the reasoning grows unseen until the reader opens it.
+        thoughtFor(event).append(event.delta);
+        break;
+      case "REASONING_MESSAGE_END":
+        thoughtFor(event).finish();
+        break;
       case "TOOL_CALL_START":
         clearThinking();
         cardFor(event);
@@ -570,6 +611,7 @@ function turnRenderer(turn, threadId) {
         runEndLine(turn, { cancelled: event.code === "cancelled", code: event.code, message: event.message });
         announce(event.code === "cancelled" ? "The run was stopped." : "The run failed.");
         for (const card of cards.values()) card.card.querySelector(".tool-status-running")?.replaceChildren("Not finished");
+        for (const block of thoughts.values()) block.finish();
         break;
       case "CUSTOM":
         // The run stops on tool calls waiting for an answer (its RUN_FINISHED comes next).

@@ -68,9 +68,11 @@ export function userMessage({ text, images = [], timestamp }) {
   );
 }
 
-/** An agent's turn: tool cards, the answer (an aria-live region while it streams), the
- * rendered ui_schema and the run's end (stopped, failed). Returns its parts. */
+/** An agent's turn: the model's reasoning (collapsed), tool cards, the answer (an aria-live
+ * region while it streams), the rendered ui_schema and the run's end (stopped, failed).
+ * Returns its parts. */
 export function agentTurn({ timestamp } = {}) {
+  const reasoning = el("div", { className: "reasoning-list" });
   const tools = el("div", { className: "tools" });
   const answer = el("div", { className: "answer", attrs: { "aria-live": "polite", "aria-atomic": "false" } });
   const ui = el("div", { className: "ui" });
@@ -79,10 +81,29 @@ export function agentTurn({ timestamp } = {}) {
   const article = el(
     "article",
     { className: "msg msg-agent", attrs: { "aria-label": "Agent answered" } },
-    el("div", { className: "bubble" }, tools, answer, ui, status),
+    el("div", { className: "bubble" }, reasoning, tools, answer, ui, status),
     time,
   );
-  return { article, tools, answer, ui, status };
+  return { article, reasoning, tools, answer, ui, status };
+}
+
+/** A model's reasoning before its answer (AG-UI's reasoning message), collapsed in a details
+ * element: "Reasoning…" while it streams, "Reasoning" once done; a stage other than the
+ * worker's (the memory stage) is named. append() adds the text as it arrives. */
+export function reasoningBlock({ stage } = {}) {
+  const label = stage && stage !== "worker" ? `Reasoning (${stage})` : "Reasoning";
+  const title = el("span", { className: "reasoning-title", text: `${label}…` });
+  const text = el("div", { className: "reasoning-text" });
+  const block = el("details", { className: "reasoning" }, el("summary", {}, title), text);
+  return {
+    block,
+    append(delta) {
+      text.append(delta || "");
+    },
+    finish() {
+      title.textContent = label;
+    },
+  };
 }
 
 export function statusLine(kind, text) {

@@ -135,6 +135,27 @@ def test_dashscope_gets_its_own_thinking_switch(fake):
     assert "thinking" not in fake.requests[0]["body"]
 
 
+def test_a_model_made_to_think_turns_each_providers_switch_on(fake):
+    run(read_call(chat_model_for("deepseek/deepseek-chat", thinking=True)))
+    run(read_call(chat_model_for("dashscope/qwen-plus", thinking=True)))
+
+    deepseek, dashscope = (request["body"] for request in fake.requests)
+    assert deepseek["thinking"] == {"type": "enabled"}
+    assert dashscope["enable_thinking"] is True and "thinking" not in dashscope
+
+
+def test_structured_output_without_thinking_still_turns_it_off_on_a_thinking_model(fake):
+    """AgentScope's ``no_think`` strategy asks for thinking off: the caller's switch wins."""
+
+    async def call() -> Any:
+        model = chat_model_for("deepseek/deepseek-chat", thinking=True)
+        return await read_call(model, extra_body={"thinking": {"type": "disabled"}})
+
+    run(call())
+
+    assert fake.requests[0]["body"]["thinking"] == {"type": "disabled"}
+
+
 def run(coroutine: Any) -> Any:
     """``asyncio.run``, the loop's provider clients closed at the end (as a worker does)."""
 

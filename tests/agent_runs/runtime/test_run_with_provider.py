@@ -1,5 +1,7 @@
 """Runs on an OpenAI-compatible provider, faked only at the network boundary."""
 
+import json
+
 import pytest
 
 from agent_runs.models import Message, Run, Visibility
@@ -101,7 +103,7 @@ def test_a_run_that_outlives_its_job_timeout_fails_with_run_error(
         ),
     ],
 )
-def test_deepseek_and_dashscope_shaped_streams_give_the_answer_without_the_reasoning(
+def test_deepseek_and_dashscope_shaped_streams_give_the_answer_and_the_reasoning_apart(
     alice,
     alice_token,
     redis_queue,
@@ -121,14 +123,75 @@ def test_deepseek_and_dashscope_shaped_streams_give_the_answer_without_the_reaso
         body = run_input()
         post_run(alice, body)
         work_burst(redis_queue)
+        # The thread's next turn: its model is given the answer, never the reasoning (which
+        # DeepSeek refuses to be sent back).
+        post_run(alice, run_input(threadId=body["threadId"]))
+        work_burst(redis_queue)
 
     run = Run.objects.get(run_id=body["runId"])
     assert run.status == Run.Status.COMPLETED, run.error
     assert fake.requests[0]["body"]["model"] == model_id.split("/", 1)[1]
-    assert Message.objects.get(run=run, role="assistant").content == "Hello from the fake model."
-    stream = read_sse(daphne_port, body["threadId"], token=alice_token)
+    answer = Message.objects.get(run=run, role="assistant", visibility_mask=int(Visibility.ALL))
+    assert answer.content == "Hello from the fake model."
+    stream = read_sse(
+        daphne_port, body["threadId"], token=alice_token, query={"runId": body["runId"]}
+    )
     assert stream.types[-1] == "RUN_FINISHED"
-    assert "think" not in str(stream.events)  # reasoning is not part of the answer
+    # The reasoning streams a delta at a time, as a reasoning message apart from the answer.
+    reasoning_id = f"reasoning-worker-{body['runId']}-1"
+    spans = [
+        (frame["event"], frame["data"]["messageId"])
+        for frame in stream.events
+        if frame["event"].startswith("REASONING")
+    ]
+    assert spans == [
+        ("REASONING_START", reasoning_id),
+        ("REASONING_MESSAGE_START", reasoning_id),
+        ("REASONING_MESSAGE_CONTENT", reasoning_id),
+        ("REASONING_MESSAGE_CONTENT", reasoning_id),
+        ("REASONING_MESSAGE_END", reasoning_id),
+        ("REASONING_END", reasoning_id),
+    ]
+    deltas = [
+        f["data"]["delta"] for f in stream.events if f["event"] == "REASONING_MESSAGE_CONTENT"
+    ]
+    assert deltas == fake.reasoning
+    # ... and it is no part of the answer.
+    answer_events = [f for f in stream.events if f["event"].startswith("TEXT_MESSAGE")]
+    assert "think" not in str(answer_events)
+    # Kept as a message of the thread, for the history that asks for it and for no model.
+    kept = Message.objects.get(run=run, visibility_mask=int(Visibility.REASONING))
+    assert (kept.message_id, kept.content) == (reasoning_id, "Let me think. The user greets me.")
+    assert kept.metadata["stage"] == "worker" and kept.seq < answer.seq
+    next_turn = json.dumps(said(fake.requests[-1]["body"]["messages"]))
+    assert "Hello from the fake model." in next_turn and "Let me think" not in next_turn
+
+
+def test_a_memory_stage_that_breaks_off_mid_reasoning_ends_its_reasoning_and_the_run_completes(
+    alice, alice_token, redis_queue, daphne_port, fake_openai, settings
+):
+    fake_openai.reasoning = ["Anything to remember?"]
+    fake_openai.broken_after_reasoning = True  # the memory stage's plain answer breaks off
+    settings.AGENT_MEMORY_MODEL = "openai/gpt-test"
+    body = run_input()
+    post_run(alice, body)
+    work_burst(redis_queue)
+
+    run = Run.objects.get(run_id=body["runId"])
+    assert run.status == Run.Status.COMPLETED, run.error
+    stream = read_sse(daphne_port, body["threadId"], token=alice_token)
+    memory_id = f"reasoning-memory-{body['runId']}-1"
+    memory = [
+        frame["event"] for frame in stream.events if frame["data"].get("messageId") == memory_id
+    ]
+    assert memory == [
+        "REASONING_START",
+        "REASONING_MESSAGE_START",
+        "REASONING_MESSAGE_CONTENT",
+        "REASONING_MESSAGE_END",
+        "REASONING_END",
+    ]
+    assert stream.types[-2:] == ["STEP_FINISHED", "RUN_FINISHED"]
 
 
 def test_an_unknown_model_id_fails_the_run_with_a_configuration_error(

@@ -15,8 +15,9 @@
 // payloads, or {"status": "cancelled"}) it answers the agent's pending interrupts in order.
 //
 // stdout: one JSON line per turn, {"turn", "runId", "ok", "error"?, "abortedAt"? (epoch ms),
-// "events": [{"type", and its "metadata", "outcome", "protocolVersion", "toolCallId", "toolCallName",
-// "messages", "usage" where it has them}], "newMessages", "pendingInterrupts"}, then {"messages": [...]} (what the
+// "events": [{"type", and its "messageId", "metadata", "outcome", "protocolVersion", "toolCallId",
+// "toolCallName", "messages", "usage" where it has them}], "newMessages", "pendingInterrupts"},
+// then {"messages": [...]} (what the
 // client holds at the end). stderr: the client's own warnings.
 
 import { HttpAgent } from "@ag-ui/client";
@@ -66,7 +67,7 @@ for (const [index, turn] of plan.turns.entries()) {
   const subscriber = {
     onEvent: ({ event }) => {
       const kept = { type: event.type };
-      for (const key of ["metadata", "outcome", "protocolVersion", "toolCallId", "toolCallName", "messages", "usage"]) {
+      for (const key of ["messageId", "metadata", "outcome", "protocolVersion", "toolCallId", "toolCallName", "messages", "usage"]) {
         if (event[key] !== undefined) kept[key] = event[key];
       }
       events.push(kept);

@@ -21,8 +21,9 @@ def test_the_capabilities_are_agui_s_schema_and_say_what_the_server_does(alice):
     assert body["tools"] == {"supported": True, "clientProvided": True, "parallelCalls": True}
     assert body["multimodal"]["input"]["image"] is True
     assert body["state"]["memory"] is True
+    # A reasoning model's thinking streams as REASONING_* events, in the clear.
+    assert body["reasoning"] == {"supported": True, "streaming": True, "encrypted": False}
     # Not done yet: said so, never claimed.
-    assert body["reasoning"] == {"supported": False}
     assert body["humanInTheLoop"] == {
         "supported": True,
         "approvals": True,

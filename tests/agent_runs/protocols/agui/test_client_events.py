@@ -97,3 +97,30 @@ def test_a_later_run_of_the_stream_starts_with_nothing_open():
     ended = translate({"type": "RUN_ERROR", "code": "cancelled", "message": "run cancelled"})
 
     assert [event["type"] for event in ended] == ["RUN_FINISHED"]
+
+
+def test_a_run_cancelled_mid_reasoning_ends_its_reasoning_message_then_its_span():
+    events = translated(
+        [
+            {"type": "RUN_STARTED", **IDS},
+            {"type": "STEP_STARTED", "stepName": "worker", **IDS},
+            {"type": "REASONING_START", "messageId": "r1", "stage": "worker", **IDS},
+            {"type": "REASONING_MESSAGE_START", "messageId": "r1", "role": "reasoning", **IDS},
+            {"type": "REASONING_MESSAGE_CONTENT", "messageId": "r1", "delta": "Hmm", **IDS},
+            {"type": "RUN_ERROR", "code": "cancelled", "message": "run cancelled", **IDS},
+        ]
+    )
+
+    assert [(event["type"], event.get("messageId")) for event in events[-4:]] == [
+        ("REASONING_MESSAGE_END", "r1"),
+        ("REASONING_END", "r1"),
+        ("STEP_FINISHED", None),
+        ("RUN_FINISHED", None),
+    ]
+    # The fields AG-UI does not define for a reasoning event move into its metadata.
+    started = next(event for event in events if event["type"] == "REASONING_START")
+    assert started == {
+        "type": "REASONING_START",
+        "messageId": "r1",
+        "metadata": {"stage": "worker", **IDS},
+    }

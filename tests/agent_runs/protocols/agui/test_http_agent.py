@@ -36,6 +36,18 @@ def converse(
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The client's turns, each as it reported it, and the messages it holds at the end;
     ``meanwhile`` runs while the client talks."""
+    reports, messages, _stderr = converse_told(port, token, thread_id, turns, meanwhile)
+    return reports, messages
+
+
+def converse_told(
+    port: int,
+    token: str,
+    thread_id: str,
+    turns: list[dict[str, Any]],
+    meanwhile: Callable[[], None] | None = None,
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], str]:
+    """``converse``, and what the client wrote on stderr (its warnings)."""
     url = f"http://127.0.0.1:{port}/api/v1/agent/ag-ui"
     plan = json.dumps({"threadId": thread_id, "turns": turns})
     client = subprocess.Popen(
@@ -59,7 +71,7 @@ def converse(
     # Every field of every event is one the client's schemas know: it strips any other
     # with an "[ag-ui][enforce]" warning, and drops unknown events the same way.
     assert "[ag-ui][enforce]" not in stderr, stderr
-    return reports, final["messages"]
+    return reports, final["messages"], stderr
 
 
 def turn(text: str, **extra: Any) -> dict[str, Any]:
