@@ -32,7 +32,7 @@ from agent_runs.models import (
 )
 from agent_runs.services.push import push_deliveries_retry, push_url_check
 from agent_runs.services.webhooks import user_webhook_set
-from agent_runs.timeline import timeline_build
+from agent_runs.timeline import InterruptRecord, timeline_build
 from billing import selectors as billing_selectors
 
 
@@ -169,16 +169,20 @@ def run_timeline_context(*, run: Run) -> dict[str, Any]:
     run's events, one for its model calls, however many there are."""
     events = list(RunEvent.objects.filter(run=run).order_by("id"))
     model_calls = billing_selectors.run_model_calls(run=run)
+    now = timezone.now()
     timeline = timeline_build(
         events=events,
         model_calls=model_calls.records,
         created_at=run.created_at,
         started_at=run.started_at,
         finished_at=run.finished_at,
-        now=timezone.now() if run.status == Run.Status.RUNNING else None,
+        now=now if run.status == Run.Status.RUNNING else None,
+        interrupts=_interrupt_records(run),
+        drawn_at=now,
     )
     return {
         "timeline": timeline,
+        "held_run": run.continues,
         "usage": model_calls.summary,
         "cost_text": billing_selectors.usage_cost_display(model_calls.summary),
         "raw_events": [
@@ -191,6 +195,29 @@ def run_timeline_context(*, run: Run) -> dict[str, Any]:
             for event in events
         ],
     }
+
+
+def _interrupt_records(run: Run) -> list[InterruptRecord]:
+    """The interrupts the run stopped on, with the run that went on from them (one query)."""
+    interrupts = Interrupt.objects.filter(run=run).select_related("answered_by")
+    return [
+        InterruptRecord(
+            interrupt_id=interrupt.id,
+            tool_name=interrupt.tool_name,
+            kind=interrupt.kind,
+            status=interrupt.status,
+            created_at=interrupt.created_at,
+            closed_at=interrupt.closed_at,
+            answer=_json_or_blank(interrupt.answer),
+            answered_by_pk=interrupt.answered_by_id,
+            answered_by_run_id=interrupt.answered_by.run_id if interrupt.answered_by else "",
+        )
+        for interrupt in interrupts.order_by("created_at", "id")
+    ]
+
+
+def _json_or_blank(value: Any) -> str:
+    return "" if value is None else json.dumps(value, ensure_ascii=False)
 
 
 @admin.register(Message)

@@ -16,6 +16,8 @@ from decimal import Decimal
 from typing import Any
 
 from agent_runs.timeline.shapes import (
+    InterruptRecord,
+    InterruptWait,
     JournalEvent,
     Marker,
     ModelCall,
@@ -29,7 +31,7 @@ from agent_runs.timeline.shapes import (
     ms_of,
 )
 
-__all__ = ["TEXT_LIMIT", "Timeline", "duration_text", "timeline_build"]
+__all__ = ["TEXT_LIMIT", "InterruptRecord", "Timeline", "duration_text", "timeline_build"]
 
 TERMINAL_TYPES = frozenset({"RUN_FINISHED", "RUN_ERROR"})
 # Arguments and results longer than this are cut on the timeline; the raw events keep them.
@@ -40,6 +42,10 @@ TICK_STEPS_MS = [
     *(10_000, 15_000, 30_000, 60_000, 120_000, 300_000, 600_000, 1_800_000, 3_600_000),
 ]
 MAX_TICKS = 8
+# With interrupts, the run's axis takes this share of the width; their waits, on a scale of
+# their own (a wait of hours beside a run of seconds), start WAIT_GAP after it.
+RUN_SHARE = Decimal(70)
+WAIT_GAP = Decimal(2)
 
 
 def timeline_build(
@@ -50,11 +56,15 @@ def timeline_build(
     started_at: datetime | None,
     finished_at: datetime | None,
     now: datetime | None = None,
+    interrupts: Sequence[InterruptRecord] = (),
+    drawn_at: datetime | None = None,
 ) -> Timeline:
-    """The run's timeline from its events in journal order and its model calls (any order).
+    """The run's timeline from its events in journal order and its model calls (any order),
+    and the waits of the interrupts it stopped on.
 
     ``now``: the run is still going, so a stage that has not finished runs until now;
-    without it such a stage ends at the terminal event or the last thing the run did."""
+    without it such a stage ends at the terminal event or the last thing the run did.
+    ``drawn_at``: when the page is drawn, the end of a wait still pending."""
     stages, tool_calls = _stages_and_tools(events)
     calls = sorted((_model_call(record) for record in model_calls), key=lambda c: c.started_at)
     _assign_model_calls(stages, calls)
@@ -71,6 +81,7 @@ def timeline_build(
         duration_ms=ms_of(end_of_run - started_at) if started_at and end_of_run else None,
         duration_so_far=started_at is not None and finished_at is None and now is not None,
         event_count=len(events),
+        waits=[_wait(record, drawn_at) for record in interrupts],
     )
     moments = [
         *(event.created_at for event in events),
@@ -211,43 +222,71 @@ def _first_token(events: Sequence[JournalEvent]) -> tuple[datetime, datetime] | 
     return None
 
 
+def _wait(record: InterruptRecord, drawn_at: datetime | None) -> InterruptWait:
+    ended_at = record.closed_at or drawn_at
+    return InterruptWait(
+        started_at=record.created_at,
+        ended_at=ended_at,
+        record=record,
+        so_far=record.closed_at is None and ended_at is not None,
+    )
+
+
 def _place_all(
     timeline: Timeline, *, origin: datetime, end: datetime, first_token: datetime | None
 ) -> None:
     span_ms = max(ms_of(end - origin), 1)
+    share = RUN_SHARE if timeline.waits else Decimal(100)
     timeline.origin, timeline.span_ms = origin, span_ms
     run_end = timeline.terminal.at if timeline.terminal else end
     for stage in timeline.stages:
         stage.drawn_until = stage.ended_at or max(run_end, stage.started_at)
-        _place(stage, origin, span_ms, stage.drawn_until)
+        _place(stage, origin, span_ms, stage.drawn_until, share)
     for call in [*timeline.tool_calls, *timeline.model_calls]:
-        _place(call, origin, span_ms, call.ended_at or call.started_at)
-    timeline.ticks = _ticks(span_ms)
+        _place(call, origin, span_ms, call.ended_at or call.started_at, share)
+    timeline.ticks = _ticks(span_ms, share)
     if first_token is not None:
-        at = _percent(ms_of(first_token - origin), span_ms)
+        at = _percent(ms_of(first_token - origin), span_ms, share)
         timeline.ttft_marker = Marker(label=f"TTFT {timeline.ttft_text}", left=at)
     if timeline.terminal:
-        at = _percent(ms_of(timeline.terminal.at - origin), span_ms)
+        at = _percent(ms_of(timeline.terminal.at - origin), span_ms, share)
         timeline.terminal_marker = Marker(label=timeline.terminal.type, left=at)
+    if timeline.waits:
+        _place_waits(timeline, origin)
 
 
-def _place(span: Span, origin: datetime, span_ms: int, until: datetime) -> None:
+def _place_waits(timeline: Timeline, origin: datetime) -> None:
+    """Each wait from the start of the waits' band, as long as it waited on the band's own
+    scale (the longest wait fills it), each row saying how long it waited."""
+    start = RUN_SHARE + WAIT_GAP
+    longest = max([wait.duration_ms or 0 for wait in timeline.waits] + [1])
+    for wait in timeline.waits:
+        wait.offset_ms = ms_of(wait.started_at - origin)
+        wait.left = f"{start:.2f}"
+        wait.width = _percent(wait.duration_ms or 0, longest, 100 - start)
+    timeline.wait_marker = Marker(label="waits (own scale)", left=f"{start:.2f}")
+
+
+def _place(
+    span: Span, origin: datetime, span_ms: int, until: datetime, share: Decimal = Decimal(100)
+) -> None:
     span.offset_ms = ms_of(span.started_at - origin)
-    span.left = _percent(span.offset_ms, span_ms)
-    span.width = _percent(max(ms_of(until - span.started_at), 0), span_ms)
+    span.left = _percent(span.offset_ms, span_ms, share)
+    span.width = _percent(max(ms_of(until - span.started_at), 0), span_ms, share)
 
 
-def _ticks(span_ms: int) -> list[Marker]:
+def _ticks(span_ms: int, share: Decimal = Decimal(100)) -> list[Marker]:
     longest = -(-span_ms // MAX_TICKS)  # beyond the steps, MAX_TICKS intervals
     step = next((s for s in TICK_STEPS_MS if span_ms / s <= MAX_TICKS), longest)
     return [
-        Marker(label=duration_text(at), left=_percent(at, span_ms))
+        Marker(label=duration_text(at), left=_percent(at, span_ms, share))
         for at in range(0, span_ms + 1, step)
     ]
 
 
-def _percent(part_ms: int, whole_ms: int) -> str:
-    value = min(max(Decimal(part_ms) * 100 / Decimal(whole_ms), Decimal(0)), Decimal(100))
+def _percent(part_ms: int, whole_ms: int, share: Decimal = Decimal(100)) -> str:
+    """``part_ms`` of ``whole_ms`` as a percentage of ``share`` % of the width."""
+    value = min(max(Decimal(part_ms) * share / Decimal(whole_ms), Decimal(0)), share)
     return f"{value:.2f}"
 
 

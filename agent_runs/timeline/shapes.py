@@ -102,6 +102,36 @@ class StageBar(Span):
 
 
 @dataclass(frozen=True)
+class InterruptRecord:
+    """An interrupt the run stopped on (``agent_runs.models.Interrupt``), with the run that
+    went on from it, if one did."""
+
+    interrupt_id: str
+    tool_name: str
+    kind: str
+    status: str
+    created_at: datetime
+    closed_at: datetime | None
+    answer: str  # the answer as JSON, "" before there is one
+    answered_by_pk: int | None = None
+    answered_by_run_id: str = ""
+
+
+@dataclass
+class InterruptWait(Span):
+    """How long an interrupt waited for its answer: from when it was made (the run's end)
+    to its answer, expiry or cancel (``closed_at``), or to now while it is pending. Drawn
+    after the run's last stage, on a scale of its own (the longest wait)."""
+
+    record: InterruptRecord | None = None
+    so_far: bool = False  # still pending: the wait runs to now
+
+    @property
+    def waited_text(self) -> str:
+        return f"{self.duration_text} so far" if self.so_far else self.duration_text
+
+
+@dataclass(frozen=True)
 class Marker:
     label: str
     left: str
@@ -131,6 +161,10 @@ class Timeline:
     ticks: list[Marker] = field(default_factory=list)
     ttft_marker: Marker | None = None
     terminal_marker: Marker | None = None
+    # The interrupts the run stopped on and how long each waited, after its last stage; with
+    # any, the run's own axis takes the first RUN_SHARE % of the width and the waits the rest.
+    waits: list[InterruptWait] = field(default_factory=list)
+    wait_marker: Marker | None = None
 
     @property
     def empty(self) -> bool:

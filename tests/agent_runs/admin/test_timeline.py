@@ -5,7 +5,7 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-from agent_runs.timeline import TEXT_LIMIT, duration_text, timeline_build
+from agent_runs.timeline import TEXT_LIMIT, InterruptRecord, duration_text, timeline_build
 
 T0 = datetime(2026, 11, 23, 9, 30, tzinfo=UTC)
 
@@ -278,3 +278,49 @@ def test_a_long_axis_still_has_a_handful_of_ticks():
 
     assert 2 <= len(timeline.ticks) <= 9
     assert timeline.ticks[0].label == "0 ms" and timeline.duration_text == "72 h 00 min so far"
+
+
+def wait_of(ms: int, closed_ms: int | None, status: str, **extra: Any) -> InterruptRecord:
+    return InterruptRecord(
+        interrupt_id=f"int-{ms}-{status}",
+        tool_name="calendar_create",
+        kind="approval",
+        status=status,
+        created_at=at(ms),
+        closed_at=None if closed_ms is None else at(closed_ms),
+        answer="",
+        **extra,
+    )
+
+
+def test_interrupts_wait_after_the_last_stage_on_a_scale_of_their_own():
+    answered = wait_of(780, 780 + 3_600_000, "resolved", answered_by_pk=7)
+    pending = wait_of(780, None, "pending")
+    timeline = build(journal(), interrupts=[answered, pending], drawn_at=at(780 + 7_200_000))
+
+    # The run keeps its own axis, in the first 70 % of the width...
+    assert [(s.name, s.left, s.width) for s in timeline.stages] == [
+        ("router", "0.00", "8.75"),
+        ("worker", "8.75", "43.75"),
+        ("memory", "52.50", "8.75"),
+    ]
+    assert timeline.ticks[-1].left == "70.00" and timeline.terminal_marker is not None
+    assert timeline.terminal_marker.left == "70.00"
+    # ...and the waits follow it: the longest (still pending, up to now) fills the rest.
+    first, second = timeline.waits
+    assert (first.left, first.width, first.waited_text) == ("72.00", "14.00", "1 h 00 min")
+    assert (second.left, second.width, second.waited_text) == (
+        "72.00",
+        "28.00",
+        "2 h 00 min so far",
+    )
+    assert first.record is answered and first.offset_text == "+780 ms"
+    assert timeline.wait_marker is not None and timeline.wait_marker.left == "72.00"
+    assert timeline.wait_marker.label == "waits (own scale)"
+
+
+def test_a_run_without_interrupts_keeps_the_whole_width():
+    timeline = build(journal(), drawn_at=at(5000))
+
+    assert timeline.waits == [] and timeline.wait_marker is None
+    assert timeline.ticks[-1].left == "100.00"
