@@ -7,7 +7,7 @@ A response is a run (its runId is the response id, ``resp_…``); ``conversation
 ``incomplete`` with an ``mcp_approval_request`` item each; a response whose input is
 ``mcp_approval_response`` items answers them (docs/protocols/openai-responses.md,
 Approvals). A streamed answer is the run's journal through the
-pure translator (outbound.py), from the run's first event; a non-streamed one waits on the
+pure translator (outbound/), from the run's first event; a non-streamed one waits on the
 journal on the event loop (``agent_runs/awaited.py``) and answers the ``Response`` rebuilt
 from the stored rows, like ``GET``."""
 

@@ -1,52 +1,16 @@
-"""A run's journal as the OpenAI Responses API's stream events and ``Response`` object.
-docs/protocols/openai-responses.md (The event stream).
-
-Pure and deterministic: the events of a journal event are a function of that event, the
-response's head (what the run row and its request say: id, model, instructions, …) and what
-``ResponseProjection`` keeps of the run's earlier events (the output items so far, the next
-``sequence_number``). A stream always translates a run from its first event (``RUN_STARTED``),
-so a replay numbers every event as the live stream did, from 0, and sends the same bytes; a
-resume (``starting_after``) is the SDK's filter, client-side. The usage of a terminal event
-is the run's recorded usage, which the caller reads when it meets that event (the run's
-model calls are recorded before it ends, so live and replayed read the same).
-
-A run that stops on approvals (its journal's ``CUSTOM`` ``run_interrupted``) ends the
-response ``incomplete``, an ``mcp_approval_request`` item per approval; the run that goes on
-with its held reply gives each call's result as an ``mcp_call`` item naming its approval
-request (docs/protocols/openai-responses.md, Approvals).
-
-Every wire object goes through the SDK's own models (``openai.types.responses``), dumped
-with only the fields set here.
-"""
+"""``ResponseProjection``: a run's journal, event by event, as the Responses stream events
+and the ``Response`` they describe; the package's docstring says how (outbound/__init__.py)."""
 
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from openai.types.responses import (
-    Response,
-    ResponseCompletedEvent,
-    ResponseContentPartAddedEvent,
-    ResponseContentPartDoneEvent,
-    ResponseCreatedEvent,
-    ResponseFailedEvent,
-    ResponseIncompleteEvent,
-    ResponseInProgressEvent,
-    ResponseMcpCallArgumentsDeltaEvent,
-    ResponseMcpCallArgumentsDoneEvent,
-    ResponseMcpCallCompletedEvent,
-    ResponseMcpCallFailedEvent,
-    ResponseMcpCallInProgressEvent,
-    ResponseOutputItemAddedEvent,
-    ResponseOutputItemDoneEvent,
-    ResponseTextDeltaEvent,
-    ResponseTextDoneEvent,
-)
-from pydantic import BaseModel
-
 from agent_runs.events.codec import RUN_INTERRUPTED_EVENT
-
-WireEvent = dict[str, Any]
+from agent_runs.protocols.openai_responses.outbound.wire import (
+    WireEvent,
+    wire_event,
+    wire_response,
+)
 
 # The server label of the agent's own (server-executed) tools, as ``mcp_call`` items.
 SERVER_LABEL = "agent"
@@ -54,56 +18,6 @@ SERVER_LABEL = "agent"
 CANCELLED_CODE = "cancelled"
 # The codes ``Response.error.code`` may carry; any other failure is a ``server_error``.
 _ERROR_CODES = frozenset({"server_error", "rate_limit_exceeded", "invalid_prompt"})
-
-_EVENT_MODELS: dict[str, type[BaseModel]] = {
-    model.model_fields["type"].annotation.__args__[0]: model  # type: ignore[union-attr]  # a Literal
-    for model in (
-        ResponseCreatedEvent,
-        ResponseInProgressEvent,
-        ResponseCompletedEvent,
-        ResponseFailedEvent,
-        ResponseIncompleteEvent,
-        ResponseOutputItemAddedEvent,
-        ResponseOutputItemDoneEvent,
-        ResponseContentPartAddedEvent,
-        ResponseContentPartDoneEvent,
-        ResponseTextDeltaEvent,
-        ResponseTextDoneEvent,
-        ResponseMcpCallArgumentsDeltaEvent,
-        ResponseMcpCallArgumentsDoneEvent,
-        ResponseMcpCallInProgressEvent,
-        ResponseMcpCallCompletedEvent,
-        ResponseMcpCallFailedEvent,
-    )
-}
-
-
-def wire_response(response: Mapping[str, Any]) -> dict[str, Any]:
-    """A ``Response`` object as sent: checked by the SDK's model, only the fields given."""
-    dumped: dict[str, Any] = Response.model_validate(response).model_dump(
-        mode="json", exclude_unset=True
-    )
-    return dumped
-
-
-def _wire(event: dict[str, Any]) -> WireEvent:
-    model = _EVENT_MODELS[event["type"]]
-    dumped: WireEvent = model.model_validate(event).model_dump(mode="json", exclude_unset=True)
-    return dumped
-
-
-def usage_object(
-    *, input_tokens: int, output_tokens: int, cached_tokens: int, reasoning_tokens: int
-) -> dict[str, Any]:
-    """``Response.usage`` from a run's recorded usage. The providers report no cache writes
-    apart from misses, so ``cache_write_tokens`` (required by the SDK's model) is 0."""
-    return {
-        "input_tokens": input_tokens,
-        "input_tokens_details": {"cached_tokens": cached_tokens, "cache_write_tokens": 0},
-        "output_tokens": output_tokens,
-        "output_tokens_details": {"reasoning_tokens": reasoning_tokens},
-        "total_tokens": input_tokens + output_tokens,
-    }
 
 
 class ResponseProjection:
@@ -166,7 +80,7 @@ class ResponseProjection:
         for event in events:
             event["sequence_number"] = self.next_sequence
             self.next_sequence += 1
-            wired.append(_wire(event))
+            wired.append(wire_event(event))
         return wired
 
     # Lifecycle.
