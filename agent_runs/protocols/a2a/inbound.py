@@ -6,6 +6,7 @@ message as the core's ``RunAgentInput``. docs/protocols/a2a.md, Methods; A2A 1.0
 into the 1.0 request by its own conversions (``a2a.compat.v0_3``). Pure."""
 
 import json
+import re
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -39,7 +40,7 @@ from google.protobuf.message import Message as ProtoMessage
 from packaging.version import InvalidVersion, Version
 
 from agent_runs.protocols.a2a.errors import A2ARpcError, RequestId
-from agent_runs.run_input import ForwardedProps, InputMessage, RunAgentInput
+from agent_runs.run_input import ForwardedProps, InputMessage, ResumeEntry, RunAgentInput
 
 MAX_INPUT_CHARS = 100_000
 
@@ -194,13 +195,17 @@ def _version_check(request_id: RequestId, version: str | None, *, expected: str)
         )
 
 
-def message_text(message: Message) -> str:
-    """The user's text: the message's text parts, and its data parts as JSON, joined by
-    blank lines. Files (``raw``, ``url``) are a content type the agent does not take."""
+def _message_check(message: Message) -> None:
     if message.role == Role.ROLE_AGENT:
         raise InvalidParamsError(message="'message.role' must be ROLE_USER")
     if not message.message_id:
         raise InvalidParamsError(message="'message.messageId' is required")
+
+
+def message_text(message: Message) -> str:
+    """The user's text: the message's text parts, and its data parts as JSON, joined by
+    blank lines. Files (``raw``, ``url``) are a content type the agent does not take."""
+    _message_check(message)
     pieces = []
     for part in message.parts:
         kind = part.WhichOneof("content")
@@ -239,5 +244,91 @@ def task_run_input(
         run_id=run_id,
         parent_run_id=task_id,
         messages=[InputMessage(id=f"msg_{uuid.uuid4().hex}", role="user", content=text)],
+        forwarded_props=ForwardedProps(runtime_mode="chat"),
+    )
+
+
+# A person's answer to an approval request: "approve" or "reject", and what follows as the
+# reason ("reject: not on Fridays").
+_TYPED_ANSWER = re.compile(r"\s*(approve|reject)\b[\s:,.;!-]*(.*)", re.IGNORECASE | re.DOTALL)
+
+
+def approval_answers(message: Message, *, open_ids: list[str]) -> list[ResumeEntry]:
+    """A follow-up to a task waiting on approvals (``open_ids``, those still open) as the
+    answers it gives: its data parts ``{interruptId, approved, arguments?, reason?}``, one
+    answer each, or else its text "approve" / "reject" (with an optional reason after it)
+    for every open one. Whether each answer fits its interrupt is the run core's check."""
+    _message_check(message)
+    answers: list[ResumeEntry] = []
+    texts = []
+    for part in message.parts:
+        kind = part.WhichOneof("content")
+        if kind == "data":
+            answers.append(_data_answer(_integral(MessageToDict(part.data))))
+        elif kind == "text":
+            texts.append(part.text)
+        elif kind in ("raw", "url"):
+            raise ContentTypeNotSupportedError(
+                message="Only text and data parts are supported, not files"
+            )
+    named = [answer.interrupt_id for answer in answers]
+    if len(set(named)) != len(named):
+        raise InvalidParamsError(message="Each interrupt may be answered once in a message")
+    if answers:
+        return answers
+    typed = _TYPED_ANSWER.fullmatch("\n".join(texts))
+    if typed is None:
+        raise InvalidParamsError(
+            message=f"The task waits on approval of {', '.join(open_ids)}: answer with a data "
+            'part {"interruptId", "approved", "arguments"?, "reason"?} per interrupt, or the '
+            'text "approve" or "reject"'
+        )
+    payload: dict[str, Any] = {"approved": typed[1].lower() == "approve"}
+    if typed[2].strip():
+        payload["reason"] = typed[2].strip()
+    return [
+        ResumeEntry(interrupt_id=interrupt_id, status="resolved", payload=payload)
+        for interrupt_id in open_ids
+    ]
+
+
+def _data_answer(data: Any) -> ResumeEntry:
+    if not isinstance(data, dict) or not isinstance(data.get("interruptId"), str):
+        raise InvalidParamsError(
+            message='An answer\'s data part must be an object with "interruptId" (a string) '
+            'and "approved"'
+        )
+    payload = {key: value for key, value in data.items() if key != "interruptId"}
+    try:
+        return ResumeEntry(interrupt_id=data["interruptId"], status="resolved", payload=payload)
+    except ValueError:  # pydantic's: an id no interrupt has (empty, too long)
+        raise InvalidParamsError(
+            message=f"Interrupt {json.dumps(data['interruptId'])[:60]} not found"
+        ) from None
+
+
+def _integral(value: Any) -> Any:
+    """A data part's JSON with its whole numbers as integers (protobuf's ``Value`` holds
+    every number as a double)."""
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
+        return int(value)
+    if isinstance(value, dict):
+        return {key: _integral(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_integral(item) for item in value]
+    return value
+
+
+def task_answer_input(
+    *, thread_id: uuid.UUID, run_id: str, task_id: str, answers: list[ResumeEntry]
+) -> RunAgentInput:
+    """A follow-up answering a task's approvals as the core's command: a run of the task
+    with no message of its own that goes on with the reply they held."""
+    return RunAgentInput(
+        thread_id=thread_id,
+        run_id=run_id,
+        parent_run_id=task_id,
+        messages=[],
+        resume=answers,
         forwarded_props=ForwardedProps(runtime_mode="chat"),
     )

@@ -13,6 +13,7 @@ converted by the SDK's own ``a2a.compat.v0_3.conversions``."""
 
 import uuid
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any, cast
 
 from a2a.types.a2a_pb2 import (
@@ -48,7 +49,7 @@ from rest_framework.response import Response
 
 from agent_runs.authentication import request_user
 from agent_runs.awaited import awaited_response, run_end_answer
-from agent_runs.errors import TurnRefused
+from agent_runs.errors import InterruptClosed, InterruptExpired, InterruptOpen, TurnRefused
 from agent_runs.events.reads import EventStreamStart, event_stream_start, thread_last_event_id
 from agent_runs.events.sse import sse_response
 from agent_runs.json_input import JsonBodyParser
@@ -58,8 +59,10 @@ from agent_runs.protocols.a2a.errors import A2AApi, A2ARpcError
 from agent_runs.protocols.a2a.inbound import (
     PUSH_CONFIG_METHODS,
     RpcCall,
+    approval_answers,
     message_text,
     rpc_call_parse,
+    task_answer_input,
     task_run_input,
     user_message_kept,
 )
@@ -72,12 +75,14 @@ from agent_runs.protocols.a2a.outbound import (
 from agent_runs.protocols.a2a.push import push_config_call, task_push_config_create
 from agent_runs.protocols.a2a.results import rpc_result, send_result, task_result
 from agent_runs.protocols.a2a.selectors import (
+    open_approvals,
     run_request_kept,
     task_runs,
     task_snapshot,
     tasks_of_user,
 )
 from agent_runs.protocols.a2a.stream import task_events
+from agent_runs.run_input import RunAgentInput
 from agent_runs.selectors.runs import session_thread_id
 from agent_runs.services.lifecycle import run_cancel
 from agent_runs.services.push import push_url_check
@@ -146,6 +151,12 @@ class A2ARpcApi(A2AApi):
             raise A2ARpcError(call.request_id, exc) from None
         except Http404:
             raise A2ARpcError(call.request_id, TaskNotFoundError()) from None
+        except (InterruptOpen, InterruptClosed, InterruptExpired) as exc:
+            # The task (or its context) does not wait on that approval (any more): the
+            # follow-up's conflict, as for a task that is not waiting for input.
+            raise A2ARpcError(
+                call.request_id, UnsupportedOperationError(message=str(exc))
+            ) from None
         except DomainError as exc:
             error = InvalidParamsError(message=str(exc)) if exc.status < 500 else InternalError()
             raise A2ARpcError(call.request_id, error) from None
@@ -176,16 +187,16 @@ def _send(request: Request, call: RpcCall, *, stream: bool) -> HttpResponseBase:
     if not params.HasField("message"):
         raise InvalidParamsError(message="'message' is required")
     message = params.message
-    text = message_text(message)
+    text = message_text(message)  # any message, an answer too, is checked before it goes
     user = request_user(request)
     run_id = str(uuid.uuid4())
-    task_id, thread_id, earlier, turn = _send_target(user=user, message=message, run_id=run_id)
-    after_id = thread_last_event_id(thread_id=thread_id)
+    target = _send_target(user=user, message=message, run_id=run_id)
+    after_id = thread_last_event_id(thread_id=target.thread_id)
     push = params.configuration.task_push_notification_config
     if params.configuration.HasField("task_push_notification_config"):
         push_url_check(push.url)  # refused before anything is written
     kept = run_request_kept(
-        task_id=task_id,
+        task_id=target.task_id,
         message=user_message_kept(message),
         configuration=_configuration_kept(params),
     )
@@ -194,21 +205,18 @@ def _send(request: Request, call: RpcCall, *, stream: bool) -> HttpResponseBase:
         with transaction.atomic():
             run = run_create(
                 user=user,
-                run_input=task_run_input(
-                    thread_id=thread_id,
-                    run_id=run_id,
-                    task_id=task_id if earlier else None,
-                    text=text,
-                ),
-                options=RunOptions(request=kept, turn=turn),
+                run_input=_run_input(target, message, run_id, text),
+                options=RunOptions(request=kept, turn=target.turn),
             )
             if params.configuration.HasField("task_push_notification_config"):
-                task_push_config_create(run=earlier[0] if earlier else run, config=push)
+                task_push_config_create(
+                    run=target.earlier[0] if target.earlier else run, config=push
+                )
     except Http404:  # a contextId naming the UUID of someone else's thread
         raise TaskNotFoundError(message=f"Context {message.context_id} not found") from None
-    except TurnRefused:  # another follow-up continued the task first
+    except TurnRefused:  # another follow-up (or an answer from elsewhere) continued it first
         raise _follow_up_overtaken(user, message.task_id, message.context_id) from None
-    runs = [*earlier, run]
+    runs = [*target.earlier, run]
     if stream:
         return _stream_of(request, call, runs)
     history_length = (
@@ -226,24 +234,53 @@ def _send(request: Request, call: RpcCall, *, stream: bool) -> HttpResponseBase:
     return awaited_response(request, answer)
 
 
-def _send_target(
-    *, user: AbstractBaseUser, message: Message, run_id: str
-) -> tuple[str, uuid.UUID, list[Run], TurnRule | None]:
-    """Where a message goes: its task's id and thread, the task's runs so far and the rule
-    of turns its run must meet. A follow-up continues its task; any other message begins a
-    task (the new run) on its context's thread, or a new one."""
+@dataclass(frozen=True)
+class _SendTarget:
+    """Where a message goes: its task's id and thread, the task's runs so far, the rule of
+    turns its run must meet, and the approvals it answers (none: it is a user message)."""
+
+    task_id: str
+    thread_id: uuid.UUID
+    earlier: list[Run]
+    turn: TurnRule | None = None
+    approvals: tuple[str, ...] = ()
+
+
+def _send_target(*, user: AbstractBaseUser, message: Message, run_id: str) -> _SendTarget:
+    """A follow-up continues its task (answering its approvals when it waits on some); any
+    other message begins a task (the new run) on its context's thread, or a new one."""
     if not message.task_id:
         if not message.context_id:
-            return run_id, uuid.uuid4(), [], None
-        return run_id, session_thread_id(user=user, session=message.context_id), [], None
+            return _SendTarget(run_id, uuid.uuid4(), [])
+        return _SendTarget(run_id, session_thread_id(user=user, session=message.context_id), [])
     earlier = task_runs(user=user, task_id=message.task_id)
-    refusal = _follow_up_refusal(earlier, message.task_id, message.context_id)
+    projection = task_snapshot(runs=earlier).projection
+    refusal = _follow_up_refusal(earlier, message.task_id, message.context_id, projection.state)
     if refusal is not None:
         raise refusal
+    waited = set(projection.approval_ids)
+    approvals = tuple(item.id for item in open_approvals(run=earlier[-1]) if item.id in waited)
     # Checked again by run_create under the thread's lock: the run that asked is still the
-    # task's latest, so of two follow-ups sent at once only one continues it.
+    # task's latest, so of two follow-ups (or answers) sent at once only one continues it.
     turn = TurnRule(after_run_id=earlier[-1].run_id, chain=message.task_id)
-    return message.task_id, earlier[0].thread_id, earlier, turn
+    return _SendTarget(message.task_id, earlier[0].thread_id, earlier, turn, approvals)
+
+
+def _run_input(target: _SendTarget, message: Message, run_id: str, text: str) -> RunAgentInput:
+    """The run a message makes: an answer to the task's approvals, or a user message."""
+    if target.approvals:
+        return task_answer_input(
+            thread_id=target.thread_id,
+            run_id=run_id,
+            task_id=target.task_id,
+            answers=approval_answers(message, open_ids=list(target.approvals)),
+        )
+    return task_run_input(
+        thread_id=target.thread_id,
+        run_id=run_id,
+        task_id=target.task_id if target.earlier else None,
+        text=text,
+    )
 
 
 def _configuration_kept(params: SendMessageRequest) -> dict[str, Any]:
@@ -254,14 +291,17 @@ def _configuration_kept(params: SendMessageRequest) -> dict[str, Any]:
     return kept
 
 
-def _follow_up_refusal(runs: list[Run], task_id: str, context_id: str) -> A2AError | None:
+def _follow_up_refusal(
+    runs: list[Run], task_id: str, context_id: str, state: str | None = None
+) -> A2AError | None:
     """Why a message to an existing task may not continue it (``None``: it may): only a
     task that has asked for input takes one."""
     if context_id and context_id != str(runs[0].thread_id):
         return InvalidParamsError(
             message=f"Task {task_id} belongs to context {runs[0].thread_id}, not {context_id}"
         )
-    state = task_snapshot(runs=runs).projection.state
+    if state is None:
+        state = task_snapshot(runs=runs).projection.state
     if state != INPUT_REQUIRED:
         reason = "has ended" if state in ENDED_STATES else "is still working"
         return UnsupportedOperationError(
@@ -364,7 +404,9 @@ def _subscribe(request: Request, call: RpcCall) -> HttpResponseBase:
     params = cast(SubscribeToTaskRequest, call.params)
     runs = task_runs(user=request_user(request), task_id=params.id)
     snapshot = task_snapshot(runs=runs)
-    if snapshot.projection.ended:
+    # A task waiting on approvals goes on once they are answered, from wherever: the
+    # subscription waits with it.
+    if snapshot.projection.ended and not snapshot.projection.approval_ids:
         raise UnsupportedOperationError(
             message=f"Task {params.id} is {snapshot.projection.state}: there is nothing to "
             "subscribe to (GetTask reads it)"
@@ -381,7 +423,14 @@ def _subscribe(request: Request, call: RpcCall) -> HttpResponseBase:
         )
     first = [{"task": snapshot.projection.task()}]
     return sse_response(
-        task_events(call=call, run=run, projection=snapshot.projection, start=start, first=first)
+        task_events(
+            call=call,
+            run=run,
+            projection=snapshot.projection,
+            start=start,
+            first=first,
+            through_approvals=True,
+        )
     )
 
 

@@ -21,10 +21,15 @@ from a2a.types.a2a_pb2 import (
 from a2a.utils.errors import InvalidParamsError, TaskNotFoundError
 from google.protobuf.json_format import MessageToDict
 
-from agent_runs.models import PushConfig, PushDelivery, Run
+from agent_runs.models import CalendarEvent, Interrupt, PushConfig, PushDelivery, Run
 from agent_runs.protocols.a2a.outbound import COMPLETED, INPUT_REQUIRED, TaskProjection
 from agent_runs.push_signing import push_signature_verify
 from tests.agent_runs.protocols.a2a.test_a2a_sdk import client_for, collect, message
+from tests.agent_runs.protocols.a2a.test_approvals import (
+    answer_over_rest,
+    ask_approval,
+    interrupts_of,
+)
 from tests.agent_runs.push.receiver import PushReceiver
 from tests.conftest import DEMO, fake_model_env, serving, wait_for
 from tests.fake_llm import FakeOpenAI
@@ -181,6 +186,50 @@ def test_a_question_is_pushed_as_input_required_and_the_follow_up_to_the_same_co
     texts = [m["parts"][0].get("text") for m in bodies[3]["task"]["history"]]
     assert texts == ["Add it", "Which calendar?", "The work one", "Done."]
     assert {r.headers["x-a2a-notification-token"] for r in receiver.received} == {"t-3"}
+
+
+def test_an_approval_opening_is_pushed_and_its_answer_from_elsewhere_too(
+    pushing_model, alice_token
+):
+    """An interrupt that opens is pushed as the task input-required with the interrupt's data
+    part; answered with the REST endpoint (not over A2A), the run that goes on pushes to the
+    same config."""
+    model = pushing_model
+    ask_approval(model)
+
+    with PushReceiver() as receiver:
+
+        async def scenario() -> str:
+            alice = await client_for(model.port, alice_token)
+            request = pushed_message("Put a standup in my calendar", receiver, "t-4")
+            asked = await collect(alice.send_message(request))
+            await alice.close()
+            return str(asked[0]["task"]["id"])
+
+        task_id = asyncio.run(scenario())
+        wait_for(lambda: deliveries_done(task_id, 2), seconds=30)
+        opened = receiver.received[1].body
+        (interrupt,) = interrupts_of(opened["task"]["status"]["message"])
+        answered = answer_over_rest(model.port, alice_token, interrupt["id"], {"approved": True})
+        assert answered.status_code == 200, answered.text
+        wait_for(lambda: deliveries_done(task_id, 4), seconds=30)
+
+    bodies = [r.body for r in receiver.received]
+    assert [state_of(body) for body in bodies] == [
+        "TASK_STATE_WORKING",
+        "TASK_STATE_INPUT_REQUIRED",
+        "TASK_STATE_WORKING",
+        "TASK_STATE_COMPLETED",
+    ]
+    assert opened["task"]["id"] == task_id
+    assert interrupt["tool"] == "calendar_create" and interrupt["toolCallId"] == "call_c1"
+    assert Interrupt.objects.get(pk=interrupt["id"]).status == Interrupt.Status.RESOLVED
+    assert bodies[2]["statusUpdate"]["taskId"] == task_id
+    history = bodies[3]["task"]["history"]
+    assert history[2]["parts"][0]["data"] == {"interruptId": interrupt["id"], "approved": True}
+    assert history[3]["parts"][0]["text"] == "Done."
+    assert list(CalendarEvent.objects.values_list("title", flat=True)) == ["Standup"]
+    assert {r.headers["x-a2a-notification-token"] for r in receiver.received} == {"t-4"}
 
 
 def test_configs_are_created_read_listed_and_deleted_by_their_owner_only(
@@ -388,3 +437,48 @@ def test_a_completed_run_whose_answer_is_a_question_is_pushed_as_input_required(
     plain.feed([{"type": "RUN_STARTED"}])
     plain.settle(COMPLETED)
     assert plain.task()["status"]["state"] == COMPLETED
+
+
+def test_a_run_stopped_on_an_approval_is_input_required_with_the_interrupt():
+    interrupt = {
+        "id": "int-1",
+        "reason": "tool_approval",
+        "message": "Allow calendar_create to run with these arguments?",
+        "toolCallId": "call_1",
+        "responseSchema": {"type": "object", "required": ["approved"]},
+        "expiresAt": "2026-03-18T09:00:00Z",
+        "metadata": {"toolName": "calendar_create", "arguments": {"title": "Standup"}},
+    }
+    projection = TaskProjection(task_id="t", context_id="c")
+    projection.user_message({"messageId": "u", "role": "ROLE_USER", "parts": [{"text": "Add"}]})
+    events: list[dict[str, Any]] = [
+        {"type": "RUN_STARTED"},
+        {"type": "CUSTOM", "name": "run_interrupted", "value": {"interrupts": [interrupt]}},
+    ]
+    projection.feed(events)
+    projection.settle(COMPLETED)  # the row completed; RUN_FINISHED is not written yet
+
+    task = projection.task()
+    assert task["status"]["state"] == INPUT_REQUIRED
+    text, data = task["status"]["message"]["parts"]
+    assert "calendar_create" in text["text"] and "approve" in text["text"]
+    assert data["data"]["interrupt"] == {
+        "id": "int-1",
+        "reason": "tool_approval",
+        "toolCallId": "call_1",
+        "tool": "calendar_create",
+        "arguments": {"title": "Standup"},
+        "message": "Allow calendar_create to run with these arguments?",
+        "responseSchema": {"type": "object", "required": ["approved"]},
+        "expiresAt": "2026-03-18T09:00:00Z",
+    }
+    assert projection.approval_ids == ["int-1"]
+    # Replayed from the journal (RUN_FINISHED written), the same task.
+    replay = TaskProjection(task_id="t", context_id="c")
+    replay.user_message({"messageId": "u", "role": "ROLE_USER", "parts": [{"text": "Add"}]})
+    replay.feed([*events, {"type": "RUN_FINISHED"}])
+    assert replay.task() == task
+    # Expired unanswered: the task has failed, saying so.
+    (update,) = projection.approvals_closed(expired=True)
+    assert update["statusUpdate"]["status"]["state"] == "TASK_STATE_FAILED"
+    assert projection.approval_ids == []
