@@ -13,11 +13,14 @@ from typing import Any
 import pytest
 from django.contrib.auth import get_user_model
 from django.utils import timezone
+from hypothesis import given
+from hypothesis import strategies as st
 
 from agent_runs.errors import InterruptClosed
 from agent_runs.models import CalendarEvent, Interrupt, Run
 from agent_runs.services.interrupts import interrupt_answer, interrupts_expire
 from tests.agent_runs.concurrency import at_once_behind_lock
+from tests.agent_runs.protocols.agui.test_fuzz import FUZZ, JSON_VALUES, encode
 from tests.conftest import send, work_burst
 from tests.fake_llm import FakeOpenAI
 
@@ -307,3 +310,45 @@ def test_an_expired_approval_request_is_a_410_and_the_conversation_goes_on(alice
     # Expired everywhere: the conversation takes a new message again.
     turn = create(alice, previous_response_id=held.run.run_id, input="Something else")
     assert turn.status_code == 200, turn.content
+
+
+APPROVAL_ITEMS = st.lists(
+    st.one_of(
+        JSON_VALUES,
+        st.fixed_dictionaries(
+            {
+                "type": st.one_of(st.just("mcp_approval_response"), JSON_VALUES),
+                "approval_request_id": st.one_of(
+                    st.just("{id}"), st.text(max_size=50), JSON_VALUES
+                ),
+                "approve": st.one_of(st.booleans(), JSON_VALUES),
+            },
+            optional={"reason": st.one_of(st.text(max_size=30), JSON_VALUES), "id": JSON_VALUES},
+        ),
+    ),
+    max_size=3,
+)
+
+
+def test_fuzzed_answers_never_fail_the_server_and_write_nothing_when_refused(alice, held):
+    (interrupt,) = held.interrupts
+
+    @given(items=st.one_of(APPROVAL_ITEMS, JSON_VALUES), previous=st.sampled_from([True, False]))
+    @FUZZ
+    def answers(items: Any, previous: bool) -> None:
+        payload = {"model": "m", "background": True, "input": items}
+        if previous:
+            payload["previous_response_id"] = held.run.run_id
+        raw = encode(payload, ascii_only=True).replace(b"{id}", interrupt.id.encode())
+        response = send(lambda: alice.generic("POST", URL, raw, content_type="application/json"))
+        assert response.status_code < 500, response.content
+        if response.status_code >= 400:
+            assert set(response.json()["error"]) == {"message", "type", "param", "code"}
+            nothing_written(held)
+        else:  # an answer of the open request, or a new conversation: put things back
+            Run.objects.exclude(pk=held.run.pk).delete()
+            Interrupt.objects.filter(pk=interrupt.pk).update(
+                status="pending", answer=None, answered_by=None, closed_at=None
+            )
+
+    answers()
