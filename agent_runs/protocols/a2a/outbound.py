@@ -318,7 +318,7 @@ def approval_request(interrupts: list[Wire], *, task_id: str, context_id: str) -
     what would run and how to answer; for a program, a data part ``{interrupt: {id, reason,
     toolCallId, tool, arguments, message, responseSchema, expiresAt}}`` per interrupt."""
     lines = [
-        f"{item.get('message') or 'Approve this tool call?'} {_tool_name(item)} "
+        f"{item.get('message') or f'Allow {_tool_name(item)} to run?'} "
         f"{json.dumps(_arguments(item), ensure_ascii=False, sort_keys=True)}"
         for item in interrupts
     ]

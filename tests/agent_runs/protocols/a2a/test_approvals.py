@@ -466,3 +466,35 @@ def test_a_clarifying_question_is_still_input_required_without_an_interrupt(mode
     assert question["parts"] == [{"text": "Which calendar?"}]  # no interrupt data part
     assert Interrupt.objects.count() == 0
     assert "INPUT_REQUIRED" in str(refused)
+
+
+def test_parallel_calls_are_one_request_answered_all_at_once(model, alice_token):
+    retro = {**STANDUP, "title": "Retro"}
+    model.worker_turns = 0
+    model.tool_call_turns = [
+        [
+            ("call_c1", "calendar_create", json.dumps(STANDUP)),
+            ("call_c2", "calendar_create", json.dumps(retro)),
+        ]
+    ]
+    model.answer = ["Done."]
+    hello = {"messageId": str(uuid.uuid4()), "role": "ROLE_USER", "parts": [{"text": "Add both"}]}
+    task = rpc(model.port, alice_token, "SendMessage", {"message": hello})["result"]["task"]
+    interrupts = interrupts_of(task["status"]["message"])
+    first = {"data": {"interruptId": interrupts[0]["id"], "approved": True}}
+
+    partial = rpc(model.port, alice_token, "SendMessage", answer_params(task, first))
+    typed = rpc(
+        model.port,
+        alice_token,
+        "SendMessage",
+        {**answer_params(task, {"text": "APPROVE"}), "configuration": {}},
+    )
+
+    assert [item["arguments"]["title"] for item in interrupts] == ["Standup", "Retro"]
+    assert partial["error"]["code"] == -32602
+    assert interrupts[1]["id"] in partial["error"]["message"]  # the one left out
+    assert typed["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert sorted(CalendarEvent.objects.values_list("title", flat=True)) == ["Retro", "Standup"]
+    answers = Interrupt.objects.filter(pk__in=[item["id"] for item in interrupts])
+    assert [item.answer for item in answers] == [{"payload": {"approved": True}}] * 2
