@@ -206,3 +206,24 @@ def test_strangers_get_404s_and_wrong_or_late_answers_are_the_sdk_s_errors(
         )
     assert late.value.status_code == 410 and late.value.code == "approval_request_expired"
     assert Run.objects.count() == 1 and not CalendarEvent.objects.exists()
+
+
+def test_a_plain_create_answers_the_incomplete_response_and_a_plain_answer_the_reply(
+    model, alice_token
+):
+    calendar_call(model)
+    client = sdk(model.port, alice_token)
+
+    held = client.responses.create(model="gpt-test", input=ASK)
+
+    assert held.status == "incomplete", held
+    requests = [item for item in held.output if item.type == "mcp_approval_request"]
+    assert [request.name for request in requests] == ["calendar_create"]
+    answer = client.responses.create(
+        model="gpt-test",
+        previous_response_id=held.id,
+        input=[answer_item(request.id, True) for request in requests],  # type: ignore[misc]  # a TypedDict
+    )
+    assert answer.status == "completed" and answer.output_text == "Done."
+    assert [item.type for item in answer.output] == ["mcp_call", "message"]
+    assert list(CalendarEvent.objects.values_list("title", flat=True)) == ["Standup"]
