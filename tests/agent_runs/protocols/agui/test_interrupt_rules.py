@@ -301,15 +301,16 @@ def test_a_worker_killed_while_a_run_waits_loses_nothing(alice, redis_queue):
         try:
             first = body(thread_id, messages)
             assert post(alice, first).status_code == 202
-            # (A worker's start takes seconds on a busy machine.)
+            # The run has ended on its interrupt: it waits, and no process holds it. (A
+            # worker's start takes seconds on a busy machine.)
             wait_for(
-                lambda: Interrupt.objects.filter(run__run_id=first["runId"]).exists(), seconds=90
+                lambda: Run.objects.get(run_id=first["runId"]).status == "completed", seconds=90
             )
         finally:
             process.kill()  # no warm stop: the worker is gone
             process.wait()
         interrupt = Interrupt.objects.get()
-        wait_for(lambda: Run.objects.get(run_id=first["runId"]).status == "completed")
+        assert interrupt.status == Interrupt.Status.PENDING
         messages.append({"id": f"worker-{first['runId']}", "role": "assistant"})
         resumed = body(thread_id, messages, resume=[approve(interrupt)])
         assert post(alice, resumed).status_code == 202
