@@ -35,6 +35,7 @@ from agent_runs.protocols.agent_protocol.outbound_ws import (
     finished_step_id,
     frame_cursor,
 )
+from agent_runs.protocols.agent_protocol.selectors import held_runs_of
 from agent_runs.selectors.steps import agent_files_of_steps
 
 logger = logging.getLogger(__name__)
@@ -190,6 +191,17 @@ class TaskEventsConsumer(AsyncJsonWebsocketConsumer):
         files = (
             await db_call(agent_files_of_steps, step_ids=set(finished.values())) if finished else {}
         )
+        # A run that goes on with a held reply says so with its RUN_STARTED (task.resumed).
+        started = {
+            event.run_id
+            for event in batch
+            if event.type == "RUN_STARTED" and event.run_id and event.id >= cursor.event_id
+        }
+        held = (
+            await db_call(held_runs_of, thread_id=start.thread_id, run_ids=started)
+            if started
+            else {}
+        )
         for event in batch:
             step_id = finished.get(event.id)
             frames = event_frames(
@@ -199,6 +211,7 @@ class TaskEventsConsumer(AsyncJsonWebsocketConsumer):
                 payload=event.payload,
                 state=state,
                 artifacts=files.get(step_id, ()) if step_id else (),
+                held=held.get(event.run_id or "") if event.type == "RUN_STARTED" else None,
             )
             for number, frame in enumerate(frames, start=1):
                 # Frames up to the client's cursor were sent before: they only prime the

@@ -3,6 +3,7 @@
 ``message`` what went wrong; the official v1 clients read ``message``, so one body serves
 both. Every API view of the package renders its errors here (``AgentProtocolApi``)."""
 
+import json
 from http import HTTPStatus
 from typing import Any
 
@@ -55,6 +56,22 @@ class NoStepLeft(DomainError):
 
     def __init__(self) -> None:
         super().__init__("the task has no step left to execute: send an input to start a new one")
+
+
+class ApprovalAwaited(DomainError):
+    """A resume without an answer (or a cancel) of a task that waits on an approval: the
+    answer is what lets it go on, or declines the call."""
+
+    code = "approval_awaited"
+    status = 409
+
+    def __init__(self, interrupt_id: str) -> None:
+        answer = json.dumps({"interruptId": interrupt_id, "approved": True})
+        super().__init__(
+            f"the task waits for an approval: answer it with additional_input {answer} "
+            '("approved": false declines the call)'
+        )
+        self.interrupt_id = interrupt_id
 
 
 class StepNotStarted(DomainError):

@@ -9,7 +9,7 @@ from django.http import Http404
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, ValidationError
 
 from agent_runs.protocols.agent_protocol.errors import BodyInvalid
-from agent_runs.run_input import ForwardedProps, InputMessage, RunAgentInput
+from agent_runs.run_input import ForwardedProps, InputMessage, ResumeEntry, RunAgentInput
 
 MAX_TASK_CHARS = 10_000
 MAX_PAGE_SIZE = 100
@@ -51,6 +51,57 @@ class OfficialTaskCreate(_Body):
 class OfficialStepCreate(_Body):
     input: StrictStr | None = Field(default=None, max_length=MAX_TASK_CHARS)
     additional_input: dict[str, Any] | None = None
+
+
+class ApprovalAnswer(_Body):
+    """An approval step's answer, a step's (or a resume's) ``additional_input``: the
+    interrupt it answers, whether the call may run, and optionally its arguments edited
+    (valid for the tool's schema) and a reason."""
+
+    interrupt_id: StrictStr = Field(alias="interruptId", min_length=1, max_length=40)
+    approved: StrictBool
+    arguments: dict[str, Any] | None = None
+    reason: StrictStr | None = Field(default=None, max_length=2000)
+
+    def payload(self) -> dict[str, Any]:
+        """The answer as the interrupt's ``responseSchema`` takes it."""
+        payload: dict[str, Any] = {"approved": self.approved}
+        if self.arguments is not None:
+            payload["arguments"] = self.arguments
+        if self.reason is not None:
+            payload["reason"] = self.reason
+        return payload
+
+    def run_input(self, *, thread_id: uuid.UUID) -> RunAgentInput:
+        """The answer as the core's command: a run with no new message that goes on with
+        the reply the interrupt held (it must be the last one open)."""
+        return RunAgentInput(
+            thread_id=thread_id,
+            run_id=f"task-run-{uuid.uuid4()}",
+            messages=[],
+            forwarded_props=ForwardedProps(runtime_mode="chat"),
+            resume=[
+                ResumeEntry(
+                    interrupt_id=self.interrupt_id, status="resolved", payload=self.payload()
+                )
+            ],
+        )
+
+
+class ApprovalBody(_Body):
+    """A body that answers an approval: ``additional_input`` holds the answer."""
+
+    additional_input: ApprovalAnswer
+
+
+def approval_parse(data: Any, *, status: int = 400) -> ApprovalAnswer | None:
+    """The approval a step's or a resume's body answers: one whose ``additional_input``
+    names an ``interruptId`` (``BodyInvalid`` naming each problem of it); ``None`` for any
+    other body."""
+    extra = data.get("additional_input") if isinstance(data, dict) else None
+    if not isinstance(extra, dict) or "interruptId" not in extra:
+        return None
+    return body_parse(ApprovalBody, data, status=status).additional_input
 
 
 def body_parse(model: type[B], data: Any, *, status: int = 400) -> B:

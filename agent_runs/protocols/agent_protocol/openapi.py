@@ -10,9 +10,10 @@ _WHEN = {
     400: "Malformed input",
     401: "No credentials, or bad ones",
     404: "Not found, or not the caller's",
-    409: "A conflict with the task's state",
+    409: "A conflict with the task's state (an approval answered already, or awaited)",
+    410: "The approval has expired",
     413: "The file is too large",
-    422: "A body the official set cannot read",
+    422: "A body the official set cannot read, or an approval's answer its schema refuses",
     503: "No worker started the task's run within the step wait",
 }
 

@@ -21,8 +21,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
-from agent_runs.events.codec import RUN_PAUSED_EVENT, RUN_RESUMED_EVENT
+from agent_runs.events.codec import RUN_INTERRUPTED_EVENT, RUN_PAUSED_EVENT, RUN_RESUMED_EVENT
 from agent_runs.models import agent_step_id
+from agent_runs.protocols.agent_protocol.outbound import APPROVAL_STEP, approval_step_id
 from agent_runs.services.lifecycle import RUN_CANCELLED_CODE
 
 Frame = dict[str, Any]
@@ -41,6 +42,17 @@ class FrameState:
         self.journal_begun = journal_begun  # the task's first event (its task.created) is behind
         self.run_id: str | None = None  # the run of the last event (CUSTOM events name none)
         self.open_stage: str | None = None
+        self.interrupted = False  # the run stopped on interrupts: its end is no completion
+
+
+@dataclass(frozen=True)
+class HeldRun:
+    """The run whose held reply a run goes on with (looked up when its ``RUN_STARTED`` is
+    sent, as a step's files are): its id, and its approvals, each ``{id, status,
+    approved}``, closed by then (so the same live and replayed)."""
+
+    run_id: str
+    approvals: tuple[Mapping[str, Any], ...] = ()
 
 
 class FrameCursor(NamedTuple):
@@ -89,6 +101,7 @@ class _Event:
     event_id: int
     payload: Mapping[str, Any]
     state: FrameState
+    held: HeldRun | None = None
 
     @property
     def run_id(self) -> str:
@@ -114,11 +127,13 @@ def event_frames(
     payload: Mapping[str, Any],
     state: FrameState,
     artifacts: Iterable[Mapping[str, Any]] = (),
+    held: HeldRun | None = None,
 ) -> list[Frame]:
     """The frames of one journal event of the task (often none), in the order sent: first
     ``artifact.created`` for each file of the step it ends (``finished_step_id``), then
-    what the event itself says; each with the event's time and its own cursor."""
-    event = _Event(task_id, event_id, payload, state)
+    what the event itself says; each with the event's time and its own cursor. ``held``:
+    for a ``RUN_STARTED``, the run whose held reply it goes on with."""
+    event = _Event(task_id, event_id, payload, state, held)
     step_id = finished_step_id(task_id=task_id, payload=payload)
     frames = [_artifact_frame(task_id, step_id, artifact) for artifact in artifacts if step_id]
     handler = _HANDLERS.get(str(payload.get("type")))
@@ -217,13 +232,41 @@ def _clip(value: Any) -> str:
 
 def _run_started(event: _Event) -> list[Frame]:
     event.state.open_stage = None
+    event.state.interrupted = False
     # The task was created with its first run: its first event says both.
     created = [] if event.state.journal_begun else [event.task_frame("task.created")]
-    return [*created, event.task_frame("task.started")]
+    return [*created, *_went_on(event), event.task_frame("task.started")]
+
+
+def _went_on(event: _Event) -> list[Frame]:
+    """A run that goes on with a reply held on approvals: the approval steps ended
+    (``step.completed``, answered or cancelled; ``step.failed``, expired), then
+    ``task.resumed``."""
+    held = event.held
+    if held is None:
+        return []
+    frames = []
+    for approval in held.approvals:
+        expired = approval.get("status") == "expired"
+        step_id = approval_step_id(
+            thread_id=event.task_id, run_id=held.run_id, interrupt_id=str(approval["id"])
+        )
+        data = {
+            "name": APPROVAL_STEP,
+            "interrupt_id": approval["id"],
+            "interrupt_status": approval.get("status"),
+            "approved": approval.get("approved"),
+        }
+        kind = "step.failed" if expired else "step.completed"
+        frames.append(_frame(kind, task_id=event.task_id, data=data, step_id=str(step_id)))
+    frames.append(event.task_frame("task.resumed", continues=held.run_id, next_stage="worker"))
+    return frames
 
 
 def _run_finished(event: _Event) -> list[Frame]:
     event.state.open_stage = None
+    if event.state.interrupted:  # it waits on answers: task.paused said so
+        return []
     return [event.task_frame("task.completed")]
 
 
@@ -245,16 +288,44 @@ def _run_error(event: _Event) -> list[Frame]:
 
 
 def _custom(event: _Event) -> list[Frame]:
-    """A run parked at a stage boundary (a pause, or a spent step budget) and resumed."""
+    """A run parked at a stage boundary (a pause, or a spent step budget) and resumed, or
+    stopped on approvals (or a client's tool calls) that wait for answers."""
     name = event.payload.get("name")
     value = event.payload.get("value")
     value = value if isinstance(value, Mapping) else {}
+    if name == RUN_INTERRUPTED_EVENT:
+        return _interrupted(event, value)
     if name == RUN_PAUSED_EVENT:
         reason = value.get("reason")
         return [event.task_frame("task.paused", reason=reason, next_stage=value.get("next_stage"))]
     if name == RUN_RESUMED_EVENT:
         return [event.task_frame("task.resumed", next_stage=value.get("next_stage"))]
     return []
+
+
+def _interrupted(event: _Event, value: Mapping[str, Any]) -> list[Frame]:
+    """``step.created`` for each approval (the ``approval`` step, its interrupt as AG-UI
+    1.0 gives it), then ``task.paused`` (reason ``approval``, or ``tool_call`` when it waits
+    on a client's tool calls only)."""
+    event.state.interrupted = True
+    interrupts = [item for item in value.get("interrupts") or [] if isinstance(item, Mapping)]
+    frames = []
+    for interrupt in interrupts:
+        step_id = approval_step_id(
+            thread_id=event.task_id, run_id=event.run_id, interrupt_id=str(interrupt.get("id"))
+        )
+        data = {"name": APPROVAL_STEP, "interrupt": dict(interrupt)}
+        frames.append(
+            _frame("step.created", task_id=event.task_id, data=data, step_id=str(step_id))
+        )
+    pending_calls = list(value.get("pendingToolCallIds") or [])
+    paused = event.task_frame(
+        "task.paused",
+        reason="approval" if interrupts else "tool_call",
+        interrupt_ids=[interrupt.get("id") for interrupt in interrupts],
+        pending_tool_call_ids=pending_calls,
+    )
+    return [*frames, paused]
 
 
 _HANDLERS: dict[str, Callable[[_Event], list[Frame]]] = {

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from django.db.models import QuerySet
-from django.http import FileResponse
+from django.http import FileResponse, Http404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 from rest_framework import status
@@ -17,11 +17,13 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from agent_runs.authentication import request_user
-from agent_runs.errors import RunNotPaused
+from agent_runs.errors import RunNotPaused, StepNotEditable
 from agent_runs.json_input import JsonBodyParser
-from agent_runs.models import RUN_ACTIVE_STATUSES, Artifact, Run, Step, Thread
+from agent_runs.models import RUN_ACTIVE_STATUSES, Artifact, Interrupt, Run, Step, Thread
+from agent_runs.protocols.agent_protocol.approvals import approval_answer
 from agent_runs.protocols.agent_protocol.errors import (
     AgentProtocolApi,
+    ApprovalAwaited,
     BodyInvalid,
     TaskEnded,
     TaskNotActive,
@@ -30,6 +32,7 @@ from agent_runs.protocols.agent_protocol.inbound import (
     SpecStepCreate,
     SpecStepUpdate,
     SpecTaskCreate,
+    approval_parse,
     body_parse,
     page_query,
     task_run_input,
@@ -42,6 +45,7 @@ from agent_runs.protocols.agent_protocol.openapi import (
     page_parameters,
 )
 from agent_runs.protocols.agent_protocol.outbound import (
+    approval_step,
     run_task_status,
     spec_artifact,
     spec_pagination,
@@ -49,16 +53,25 @@ from agent_runs.protocols.agent_protocol.outbound import (
     spec_task,
     spec_task_created,
     spec_task_detail,
+    spec_task_step,
+)
+from agent_runs.protocols.agent_protocol.selectors import (
+    TaskStep,
+    pending_approval_of_run,
+    run_waits_on_interrupt,
+    task_cycles,
+    task_get,
+    task_step_get,
+    task_steps_page,
+    tasks_of,
 )
 from agent_runs.selectors.steps import (
+    NumberedPage,
     artifact_get_of_thread,
     artifacts_of_thread,
     latest_run_of_thread,
     numbered_page,
     step_get_of_thread,
-    steps_of_thread,
-    task_get_for_user,
-    tasks_of_user,
 )
 from agent_runs.services.artifacts import artifact_delete, artifact_upload
 from agent_runs.services.lifecycle import run_cancel, run_pause, run_resume
@@ -72,19 +85,25 @@ _PAGE = page_parameters(page_key="page", size_key="pageSize", default_size=20)
 
 
 def task_for_request(request: Request, task_id: str) -> Thread:
-    """The caller's task ``task_id`` names (a 404 otherwise)."""
-    return task_get_for_user(user=request_user(request), thread_id=uuid_or_404(task_id))
+    """The caller's task ``task_id`` names, annotated for its status (a 404 otherwise)."""
+    return task_get(user=request_user(request), thread_id=uuid_or_404(task_id))
 
 
 def _spec_page(
-    request: Request, key: str, rows: QuerySet[Any], render: Callable[[Any], Any]
+    request: Request,
+    key: str,
+    rows: QuerySet[Any] | Callable[[int, int], NumberedPage[Any]],
+    render: Callable[[Any], Any],
 ) -> Response:
-    """A page of ``rows`` as ``{<key>: [...], pagination}``, as ``page`` and ``pageSize``
-    ask."""
+    """A page of ``rows`` (a query, or what reads a page by number and size) as ``{<key>:
+    [...], pagination}``, as ``page`` and ``pageSize`` ask."""
     number, size = page_query(
         request.query_params, page_key="page", size_key="pageSize", default_size=20
     )
-    page = numbered_page(rows, number=number, size=size)
+    if isinstance(rows, QuerySet):
+        page = numbered_page(rows, number=number, size=size)
+    else:
+        page = rows(number, size)
     return Response({key: [render(row) for row in page.items], "pagination": spec_pagination(page)})
 
 
@@ -111,7 +130,7 @@ class TaskListApi(_Api):
         responses={200: OpenApiTypes.OBJECT, **error_responses(400, 401)},
     )
     def get(self, request: Request) -> Response:
-        tasks = tasks_of_user(user=request_user(request)).prefetch_related("artifacts")
+        tasks = tasks_of(user=request_user(request)).prefetch_related("artifacts")
         return _spec_page(request, "tasks", tasks, spec_task)
 
     @extend_schema(
@@ -146,8 +165,7 @@ class TaskDetailApi(_Api):
     )
     def get(self, request: Request, task_id: str) -> Response:
         thread = task_for_request(request, task_id)
-        runs = Run.objects.filter(thread=thread).order_by("created_at", "pk")
-        return Response(spec_task_detail(thread, runs))
+        return Response(spec_task_detail(thread, task_cycles(thread=thread)))
 
     @extend_schema(
         operation_id="ap_tasks_delete",
@@ -177,11 +195,24 @@ class TaskPauseApi(_Api):
 
 
 class TaskResumeApi(_Api):
-    """``POST /api/tasks/:id/resume``."""
+    """``POST /api/tasks/:id/resume``: a paused task goes on; one that waits on an approval
+    goes on with the answer its body gives (``additional_input: {interruptId, approved,
+    arguments?, reason?}``)."""
 
-    @extend_schema(operation_id="ap_tasks_resume", summary="Resume a task", **_CONTROL_SCHEMA)
+    @extend_schema(
+        operation_id="ap_tasks_resume",
+        summary="Resume a task, or answer the approval it waits on",
+        tags=_TAGS,
+        request=OpenApiTypes.OBJECT,
+        responses={200: OpenApiTypes.OBJECT, **error_responses(400, 401, 404, 409, 410, 422)},
+    )
     def post(self, request: Request, task_id: str) -> Response:
-        return _task_control(request, task_id, _resume)
+        answer = approval_parse(request.data)
+        if answer is None:
+            return _task_control(request, task_id, _resume)
+        thread = task_for_request(request, task_id)
+        approval_answer(user=request_user(request), thread=thread, answer=answer)
+        return _task_control(request, task_id, lambda run: run)
 
 
 class TaskCancelApi(_Api):
@@ -192,35 +223,50 @@ class TaskCancelApi(_Api):
         return _task_control(request, task_id, _cancel)
 
 
-def _task_control(request: Request, task_id: str, act: Callable[[Run | None], Run]) -> Response:
+def _task_control(
+    request: Request, task_id: str, act: Callable[[Run | None], Run | None]
+) -> Response:
     """Act on the task's latest run; answer the task's status after."""
     thread = task_for_request(request, task_id)
     run = act(latest_run_of_thread(thread=thread))
-    return Response({"task_id": str(thread.pk), "status": run_task_status(run)})
+    return Response({"task_id": str(thread.pk), "status": _status(run)})
+
+
+def _status(run: Run | None) -> str:
+    waits, abandoned = run_waits_on_interrupt(run=run)
+    return run_task_status(run, waits=waits, abandoned=abandoned)
 
 
 def _pause(run: Run | None) -> Run:
     if run is None or run.status not in RUN_ACTIVE_STATUSES:
-        raise TaskNotActive(run_task_status(run))
+        raise TaskNotActive(_status(run))
     return run_pause(run=run)
 
 
 def _resume(run: Run | None) -> Run:
     if run is None:
         raise RunNotPaused()
+    waiting = pending_approval_of_run(run=run)
+    if waiting is not None:
+        raise ApprovalAwaited(waiting.id)
     return run_resume(run=run)
 
 
 def _cancel(run: Run | None) -> Run:
     if run is None:
         raise TaskNotActive(run_task_status(run))
+    waiting = pending_approval_of_run(run=run)
+    if waiting is not None:  # its run has ended: what stops the call is declining it
+        raise ApprovalAwaited(waiting.id)
     if run.status in (Run.Status.COMPLETED, Run.Status.FAILED):
-        raise TaskEnded(run_task_status(run))
+        raise TaskEnded(_status(run))
     return run_cancel(run=run)
 
 
 class StepListApi(_Api):
-    """``GET /api/tasks/:taskId/steps`` and ``POST`` (a client's own step; nothing runs)."""
+    """``GET /api/tasks/:taskId/steps`` (with the task's approvals among them) and ``POST``
+    (a client's own step, nothing runs; or, when its ``additional_input`` names an
+    ``interruptId``, the answer to that approval)."""
 
     not_found = "task not found"
 
@@ -232,19 +278,31 @@ class StepListApi(_Api):
         responses={200: OpenApiTypes.OBJECT, **error_responses(400, 401, 404)},
     )
     def get(self, request: Request, task_id: str) -> Response:
-        steps = steps_of_thread(thread=task_for_request(request, task_id))
+        thread = task_for_request(request, task_id)
         url = self._url(request)
-        return _spec_page(request, "steps", steps, lambda step: spec_step(step, url))
+
+        def page(number: int, size: int) -> NumberedPage[Any]:
+            return task_steps_page(thread=thread, number=number, size=size)
+
+        return _spec_page(request, "steps", page, lambda step: spec_task_step(step, url))
 
     @extend_schema(
         operation_id="ap_steps_create",
         summary="Record a step of a task",
         tags=_TAGS,
         request=OpenApiTypes.OBJECT,
-        responses={201: OpenApiTypes.OBJECT, **error_responses(400, 401, 404)},
+        responses={
+            200: OpenApiTypes.OBJECT,
+            201: OpenApiTypes.OBJECT,
+            **error_responses(400, 401, 404, 409, 410, 422),
+        },
     )
     def post(self, request: Request, task_id: str) -> Response:
         thread = task_for_request(request, task_id)
+        answer = approval_parse(request.data)
+        if answer is not None:
+            interrupt = approval_answer(user=request_user(request), thread=thread, answer=answer)
+            return Response(approval_step(interrupt))
         body = body_parse(SpecStepCreate, request.data)
         step = client_step_create(
             thread=thread, name=body.name, input=body.input, additional_input=body.additional_input
@@ -268,8 +326,8 @@ class StepDetailApi(_Api):
         responses={200: OpenApiTypes.OBJECT, **error_responses(401, 404)},
     )
     def get(self, request: Request, task_id: str, step_id: str) -> Response:
-        step = _step(request, task_id, step_id)
-        return Response(spec_step(step, lambda a: _download_url(request, a)))
+        step = _task_step(request, task_id, step_id)
+        return Response(spec_task_step(step, lambda a: _download_url(request, a)))
 
     @extend_schema(
         operation_id="ap_steps_update",
@@ -290,8 +348,16 @@ class StepDetailApi(_Api):
 
 
 def _step(request: Request, task_id: str, step_id: str) -> Step:
+    """A step with a row of its own (an approval is an agent's step: not editable)."""
+    step = _task_step(request, task_id, step_id)
+    if isinstance(step, Interrupt):
+        raise StepNotEditable()
+    return step
+
+
+def _task_step(request: Request, task_id: str, step_id: str) -> TaskStep:
     thread = task_for_request(request, task_id)
-    return step_get_of_thread(thread=thread, step_id=uuid_or_404(step_id))
+    return task_step_get(thread=thread, step_id=uuid_or_404(step_id))
 
 
 class StepArtifactListApi(_Api):
@@ -309,8 +375,11 @@ class StepArtifactListApi(_Api):
         responses={200: OpenApiTypes.OBJECT, **error_responses(400, 401, 404)},
     )
     def get(self, request: Request, task_id: str, step_id: str) -> Response:
-        step = _step(request, task_id, step_id)
-        artifacts = artifacts_of_thread(thread=step.thread, step=step)
+        step = _task_step(request, task_id, step_id)
+        if isinstance(step, Interrupt):  # an approval makes no files
+            artifacts = Artifact.objects.none()
+        else:
+            artifacts = artifacts_of_thread(thread=step.thread, step=step)
         return _spec_page(
             request, "artifacts", artifacts, lambda a: spec_artifact(a, _download_url(request, a))
         )
@@ -370,7 +439,9 @@ class StepArtifactDetailApi(_Api):
 
 
 def _artifact(request: Request, task_id: str, step_id: str, artifact_id: str) -> Artifact:
-    step = _step(request, task_id, step_id)
+    step = _task_step(request, task_id, step_id)
+    if isinstance(step, Interrupt):  # an approval has no files
+        raise Http404
     return artifact_get_of_thread(
         thread=step.thread, step=step, artifact_id=uuid_or_404(artifact_id)
     )

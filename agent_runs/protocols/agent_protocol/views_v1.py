@@ -7,7 +7,14 @@ run one more stage (a step) and answers that step once it has finished, or as it
 after ``AGENT_PROTOCOL_STEP_WAIT_SECONDS`` (a 503 if no worker has started the run by
 then). The wait follows the task's journal on the event loop: it holds no request thread.
 Once the task's run has ended, a step with an ``input`` starts a new run of the task (its
-next turn); one without is a 400."""
+next turn); one without is a 400.
+
+A stage that stops on an approval is answered by the ``approval`` step (``created``, its
+output asking for the answer). A step whose ``additional_input`` is ``{interruptId,
+approved, arguments?, reason?}`` executes it: the answer, given by the core's rules, and
+the approval step ``completed``; the run that goes on is parked before its first stage,
+which the next step runs. A step without an answer meanwhile answers the approval step as
+it stands."""
 
 import uuid
 from collections.abc import Callable
@@ -27,7 +34,8 @@ from agent_runs.db import db_call
 from agent_runs.events.reads import thread_last_event_id
 from agent_runs.events.wait import run_events_wait
 from agent_runs.json_input import JsonBodyParser
-from agent_runs.models import RUN_ACTIVE_STATUSES, Run, Thread, agent_step_id
+from agent_runs.models import RUN_ACTIVE_STATUSES, Interrupt, Run, Step, Thread, agent_step_id
+from agent_runs.protocols.agent_protocol.approvals import approval_answer
 from agent_runs.protocols.agent_protocol.errors import (
     AgentProtocolApi,
     NoStepLeft,
@@ -37,6 +45,7 @@ from agent_runs.protocols.agent_protocol.errors import (
 from agent_runs.protocols.agent_protocol.inbound import (
     OfficialStepCreate,
     OfficialTaskCreate,
+    approval_parse,
     body_parse,
     page_query,
     task_run_input,
@@ -54,6 +63,14 @@ from agent_runs.protocols.agent_protocol.outbound import (
     v1_step,
     v1_task,
 )
+from agent_runs.protocols.agent_protocol.selectors import (
+    approvals_of_run,
+    pending_approval_of_run,
+    task_get,
+    task_step_get,
+    task_steps_page,
+    tasks_of,
+)
 from agent_runs.protocols.agent_protocol.views import (
     artifact_file_response,
     request_user,
@@ -61,16 +78,13 @@ from agent_runs.protocols.agent_protocol.views import (
     upload,
 )
 from agent_runs.selectors.steps import (
+    NumberedPage,
     artifact_get_of_thread,
     artifacts_of_thread,
     finished_step_ids_of_run,
     latest_run_of_thread,
     numbered_page,
     step_answering,
-    step_get_of_thread,
-    steps_of_thread,
-    task_get_for_user,
-    tasks_of_user,
 )
 from agent_runs.services.lifecycle import run_resume
 from agent_runs.services.runs import RunOptions, run_create
@@ -85,14 +99,20 @@ class _Api(AgentProtocolApi):
 
 
 def _v1_page(
-    request: Request, key: str, rows: QuerySet[Any], render: Callable[[Any], Any]
+    request: Request,
+    key: str,
+    rows: QuerySet[Any] | Callable[[int, int], NumberedPage[Any]],
+    render: Callable[[Any], Any],
 ) -> Response:
-    """A page of ``rows`` as ``{<key>: [...], pagination}``, as ``current_page`` and
-    ``page_size`` ask."""
+    """A page of ``rows`` (a query, or what reads a page by number and size) as ``{<key>:
+    [...], pagination}``, as ``current_page`` and ``page_size`` ask."""
     number, size = page_query(
         request.query_params, page_key="current_page", size_key="page_size", default_size=10
     )
-    page = numbered_page(rows, number=number, size=size)
+    if isinstance(rows, QuerySet):
+        page = numbered_page(rows, number=number, size=size)
+    else:
+        page = rows(number, size)
     return Response({key: [render(row) for row in page.items], "pagination": v1_pagination(page)})
 
 
@@ -105,7 +125,7 @@ class TaskListApi(_Api):
         responses={200: OpenApiTypes.OBJECT, **error_responses(400, 401)},
     )
     def get(self, request: Request) -> Response:
-        tasks = tasks_of_user(user=request_user(request)).prefetch_related("artifacts")
+        tasks = tasks_of(user=request_user(request)).prefetch_related("artifacts")
         return _v1_page(request, "tasks", tasks, v1_task)
 
     @extend_schema(
@@ -129,7 +149,7 @@ class TaskListApi(_Api):
                 options=RunOptions(step_budget=0, answer_artifact=True, thread_metadata=metadata),
             )
             thread = run.thread
-        return Response(v1_task(task_get_for_user(user=user, thread_id=thread.pk)))
+        return Response(v1_task(task_get(user=user, thread_id=thread.pk)))
 
 
 class TaskDetailApi(_Api):
@@ -152,28 +172,49 @@ class StepListApi(_Api):
         responses={200: OpenApiTypes.OBJECT, **error_responses(400, 401, 404)},
     )
     def get(self, request: Request, task_id: str) -> Response:
-        steps = steps_of_thread(thread=task_for_request(request, task_id))
-        return _v1_page(request, "steps", steps, v1_step)
+        thread = task_for_request(request, task_id)
+
+        def page(number: int, size: int) -> NumberedPage[Any]:
+            return task_steps_page(thread=thread, number=number, size=size)
+
+        return _v1_page(request, "steps", page, v1_step)
 
     @extend_schema(
         operation_id="ap_v1_steps_execute",
         summary="Execute the task's next step",
         tags=_TAGS,
         request=OpenApiTypes.OBJECT,
-        responses={200: OpenApiTypes.OBJECT, **error_responses(400, 401, 404, 422, 503)},
+        responses={
+            200: OpenApiTypes.OBJECT,
+            **error_responses(400, 401, 404, 409, 410, 422, 503),
+        },
     )
     def post(self, request: Request, task_id: str) -> HttpResponse:
         thread = task_for_request(request, task_id)
         body = body_parse(OfficialStepCreate, request.data, status=422)
+        answer = approval_parse(request.data, status=422)
+        if answer is not None:
+            interrupt = approval_answer(user=request_user(request), thread=thread, answer=answer)
+            return Response(v1_step(interrupt))
         return awaited_response(request, step_execute(request, thread=thread, text=body.input))
 
 
 def step_execute(request: Request, *, thread: Thread, text: str | None) -> Produce:
     """Let the task's run take one more stage (or start its next run with ``text``); the
-    answer is that stage's step once it has finished, followed in the journal."""
+    answer is that stage's step once it has finished, followed in the journal. A run that
+    waits on an approval has no stage to run: its approval step is the answer, as it
+    stands (with an ``input``, the new run is refused: the approval comes first)."""
     # Read first: the run's next events (its terminal one too) come after it.
     after_id = thread_last_event_id(thread_id=thread.pk)
     run = latest_run_of_thread(thread=thread)
+    waiting = None if text else pending_approval_of_run(run=run)
+    if waiting is not None:
+        body = v1_step(waiting)
+
+        async def as_it_stands() -> tuple[int, Any]:
+            return 200, body
+
+        return as_it_stands
     if run is None or run.status not in RUN_ACTIVE_STATUSES:
         if not text or not text.strip():
             raise NoStepLeft()
@@ -216,6 +257,13 @@ def _step_answer(*, run: Run, after_id: int, finished_before: set[uuid.UUID]) ->
 
 def _step_answer_read(*, run: Run, finished_before: set[uuid.UUID]) -> tuple[int, Any]:
     step = step_answering(run=run, finished_before=finished_before)
+    if step is not None and step.name == "worker" and step.status == Step.Status.COMPLETED:
+        # A worker that stopped on approvals: the step that follows is the answer (the
+        # first still open, else the first, answered meanwhile elsewhere).
+        approvals = approvals_of_run(run=run)
+        waiting = [item for item in approvals if item.status == Interrupt.Status.PENDING]
+        if approvals:
+            return 200, v1_step((waiting or approvals)[0])
     if step is not None:
         return 200, v1_step(step)
     run.refresh_from_db(fields=["status"])
@@ -235,7 +283,7 @@ class StepDetailApi(_Api):
     )
     def get(self, request: Request, task_id: str, step_id: str) -> Response:
         thread = task_for_request(request, task_id)
-        return Response(v1_step(step_get_of_thread(thread=thread, step_id=uuid_or_404(step_id))))
+        return Response(v1_step(task_step_get(thread=thread, step_id=uuid_or_404(step_id))))
 
 
 class ArtifactListApi(_Api):
