@@ -20,6 +20,7 @@ FILES = {
     "/static/console/sse.js": "text/javascript",
     "/static/console/render.js": "text/javascript",
     "/static/console/approvals.js": "text/javascript",
+    "/static/console/inbox.js": "text/javascript",
     "/static/console/console.css": "text/css",
 }
 

@@ -1,6 +1,7 @@
 // The console: threads, a conversation a day at a time, a composer with images, and each
 // run's events rendered as they stream. It uses the public HTTP API only (docs/console.md).
 import { approvalCard } from "./approvals.js";
+import { inbox } from "./inbox.js";
 import { StreamRefused, followRun } from "./sse.js";
 import { agentTurn, dayLabel, el, localDay, reasoningBlock, statusLine, toolCard, uiSchema, userMessage } from "./render.js";
 
@@ -43,6 +44,23 @@ const state = {
   loadToken: 0, // discards a thread's history answering after another thread was picked
   approvals: new Map(), // the open thread's pending approvals: id -> {interrupt, view, decision}
 };
+
+// The header's inbox: the approvals pending across the user's threads; one picked opens its
+// thread, where its card waits.
+const approvalsInbox = inbox({
+  toggle: $("inbox-toggle"),
+  count: $("inbox-count"),
+  panel: $("inbox-panel"),
+  list: $("inbox-list"),
+  empty: $("inbox-empty"),
+  api: (path) => api(path),
+  threadTitle: (threadId) =>
+    ui.threadList.querySelector(`.thread-button[data-thread-id="${CSS.escape(threadId)}"] .thread-title`)?.textContent || null,
+  onPick: (threadId) => {
+    drawer(false);
+    threadOpen(threadId);
+  },
+});
 
 // --- the API --------------------------------------------------------------------------------
 
@@ -528,7 +546,9 @@ async function runFollow({ threadId, runId, turn, controller = new AbortControll
     if (state.run && state.run.runId === runId) state.run = null;
     composerBusy(false);
     // The list again: a new thread appears, the thread moves to the top, its status changes.
+    // The inbox too: the run may have stopped on an approval, or answered some.
     threadsLoad();
+    approvalsInbox.refresh();
   }
 }
 
@@ -705,6 +725,7 @@ async function approvalsSend(answered) {
   }
   for (const entry of answered) state.approvals.delete(entry.interrupt.id);
   composerWaiting();
+  approvalsInbox.refresh(); // answered: no longer pending
   await runFollow({ threadId, runId, turn: null, controller });
 }
 
@@ -782,6 +803,7 @@ document.addEventListener("keydown", (event) => {
 
 (async function start() {
   await threadsLoad();
+  await approvalsInbox.refresh();
   const first = ui.threadList.querySelector(".thread-button");
   if (first) first.click();
   root.dataset.ready = "true";
