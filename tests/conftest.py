@@ -127,7 +127,7 @@ def wait_for(predicate: Callable[[], Any], seconds: float = 20.0) -> None:
 
 
 def wait_for_port(port: int, process: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + 60  # a busy machine starts it slowly
     while True:
         try:
             socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
