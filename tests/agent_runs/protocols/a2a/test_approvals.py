@@ -44,7 +44,8 @@ from tests.agent_runs.protocols.a2a.test_a2a_sdk import (
     raw,
     states,
 )
-from tests.conftest import wait_for
+from tests.conftest import fake_model_env, serving, wait_for
+from tests.fake_llm import FakeOpenAI
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.integration]
 
@@ -498,3 +499,32 @@ def test_parallel_calls_are_one_request_answered_all_at_once(model, alice_token)
     assert sorted(CalendarEvent.objects.values_list("title", flat=True)) == ["Retro", "Standup"]
     answers = Interrupt.objects.filter(pk__in=[item["id"] for item in interrupts])
     assert [item.answer for item in answers] == [{"payload": {"approved": True}}] * 2
+
+
+def test_a_subscriber_waiting_on_an_approval_that_expires_sees_the_task_fail(
+    redis_queue, alice_token
+):
+    with (
+        FakeOpenAI() as fake,
+        serving(**fake_model_env(fake), AGENT_SSE_KEEPALIVE_SECONDS="0.2") as port,
+    ):
+        fake.port = port  # type: ignore[attr-defined]  # the test's handle on the server
+        task, interrupt_id = waiting_task(fake, alice_token)
+
+        async def scenario() -> tuple[dict[str, Any], list[dict[str, Any]]]:
+            client = await client_for(port, alice_token)
+            subscription = client.subscribe(SubscribeToTaskRequest(id=task["id"]))
+            first = MessageToDict(await anext(subscription))
+            past = timezone.now() - timedelta(seconds=1)
+            await asyncio.to_thread(
+                lambda: Interrupt.objects.filter(pk=interrupt_id).update(expires_at=past)
+            )
+            rest = await collect(subscription)
+            await client.close()
+            return first, rest
+
+        first, rest = asyncio.run(scenario())
+
+    assert first["task"]["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+    assert states(rest) == ["TASK_STATE_FAILED"]
+    assert "expired" in rest[0]["statusUpdate"]["status"]["message"]["parts"][0]["text"]
