@@ -64,6 +64,22 @@ def test_a_run_stopping_on_an_approval_posts_the_interrupt_to_its_owners_webhook
     assert request.headers["x-push-delivery"] == str(delivery.pk)
 
 
+def test_parallel_calls_give_one_delivery_each(alice, fake_openai, redis_queue, loopback_allowed):
+    calls = [
+        ("call_c1", "calendar_create", json.dumps(STANDUP)),
+        ("call_c2", "calendar_create", json.dumps({**STANDUP, "title": "Retro"})),
+    ]
+    with PushReceiver() as receiver:
+        webhook_of("alice", receiver)
+        thread = Interrupted(alice, fake_openai, redis_queue, calls)
+
+    assert len(thread.interrupts) == 2
+    told = sorted(request.body["interrupt"]["id"] for request in receiver.received)
+    assert told == sorted(interrupt.id for interrupt in thread.interrupts)
+    assert all(request.signed for request in receiver.received)
+    assert len({request.headers["x-push-delivery"] for request in receiver.received}) == 2
+
+
 def test_a_failing_webhook_is_retried_with_the_same_delivery_id(
     alice, fake_openai, redis_queue, loopback_allowed
 ):
