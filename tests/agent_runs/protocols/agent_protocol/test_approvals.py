@@ -100,7 +100,7 @@ def test_a_task_waiting_on_an_approval_is_paused_with_an_approval_step(alice, he
     assert task["status"] == "paused"
     assert [cycle["status"] for cycle in task["cycles"]] == ["paused"]
     assert [step["name"] for step in steps] == ["router", "worker", "approval"]
-    router, worker, approval = steps
+    _router, worker, approval = steps
     assert worker["is_last"] is False  # the approval follows it
     assert approval["step_id"] == held.step_id(interrupt)
     assert approval["status"] == "created" and approval["source"] == "agent"
