@@ -31,6 +31,7 @@ from rest_framework.response import Response
 
 from agent_runs.awaited import Produce, awaited_response
 from agent_runs.db import db_call
+from agent_runs.errors import RunNotPaused
 from agent_runs.events.reads import thread_last_event_id
 from agent_runs.events.wait import run_events_wait
 from agent_runs.json_input import JsonBodyParser
@@ -227,7 +228,12 @@ def step_execute(request: Request, *, thread: Thread, text: str | None) -> Produ
     else:
         finished_before = finished_step_ids_of_run(run=run)
         if run.step_budget is not None:
-            run = run_resume(run=run, steps=1)
+            try:
+                run = run_resume(run=run, steps=1)
+            except RunNotPaused:
+                # It ended as we looked (its last stage had just finished): once more, as a
+                # task whose run has ended.
+                return step_execute(request, thread=thread, text=text)
     return _step_answer(run=run, after_id=after_id, finished_before=finished_before)
 
 
