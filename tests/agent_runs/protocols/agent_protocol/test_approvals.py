@@ -286,3 +286,49 @@ def test_an_expired_approval_is_a_410_then_a_failed_step_and_task(alice, held):
     assert task["status"] == "failed"
     assert [cycle["status"] for cycle in task["cycles"]] == ["failed"]
     assert error(held.answer(alice, interrupt.id), 410)["message"] == late["message"]
+
+
+def test_the_official_set_reads_and_answers_the_approval_step_too(alice, bob, held):
+    (interrupt,) = held.interrupts
+    base = f"/ap/v1/agent/tasks/{held.task_id}"
+
+    def step(client: Any, body: Any = None) -> Any:
+        return send(lambda: client.post(f"{base}/steps", body, format="json"))
+
+    listed = alice.get(f"{base}/steps").json()["steps"]
+    waiting = step(alice)  # no answer: the approval step as it stands, at once
+    new_input = error(step(alice, {"input": "Something else"}), 409)
+    not_bool = error(step(alice, {"additional_input": {"interruptId": interrupt.id}}), 422)
+    stranger = error(
+        step(bob, {"additional_input": {"interruptId": interrupt.id, "approved": True}}), 404
+    )
+    task = alice.get(base).json()
+
+    assert [s["name"] for s in listed] == ["router", "worker", "approval"]
+    approval = listed[-1]
+    assert approval["status"] == "created" and isinstance(approval["output"], str)
+    assert approval["input"] is None and approval["is_last"] is False
+    assert waiting.status_code == 200 and waiting.json() == approval
+    assert new_input["message"] == f"thread has an open interrupt: {interrupt.id}"
+    assert not_bool["details"] == [
+        {"field": "additional_input.approved", "problem": "Field required"}
+    ]
+    assert stranger["message"] == "task not found"
+    assert task["status"] == "paused"
+    nothing_written(held)
+
+    answered = step(alice, {"additional_input": {"interruptId": interrupt.id, "approved": True}})
+
+    assert answered.status_code == 200, answered.content
+    assert answered.json()["status"] == "completed"
+    # The held run ran straight through (a spec-set task): so does the run that goes on.
+    assert Run.objects.exclude(pk=held.run.pk).get().step_budget is None
+    work_burst(held.queue)
+    assert alice.get(base).json()["status"] == "completed"
+    assert [s["name"] for s in alice.get(f"{base}/steps").json()["steps"]] == [
+        "router",
+        "worker",
+        "approval",
+        "worker",
+        "memory",
+    ]
