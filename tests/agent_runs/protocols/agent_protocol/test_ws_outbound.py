@@ -6,9 +6,11 @@ from typing import Any
 import pytest
 
 from agent_runs.models import agent_step_id
+from agent_runs.protocols.agent_protocol.outbound import approval_step_id
 from agent_runs.protocols.agent_protocol.outbound_ws import (
     FrameCursor,
     FrameState,
+    HeldRun,
     event_frames,
     finished_step_id,
     frame_cursor,
@@ -399,3 +401,73 @@ def test_a_steps_files_come_first_among_the_frames_of_the_event_that_ends_it():
             "event_id": "13.2",
         },
     ]
+
+
+def test_a_run_stopped_on_an_approval_pauses_the_task_and_the_run_going_on_resumes_it():
+    interrupt = {
+        "id": "int-1",
+        "reason": "tool_approval",
+        "message": "Allow calendar_create to run with these arguments?",
+        "toolCallId": "call_1",
+        "responseSchema": {"type": "object", "required": ["approved"]},
+        "expiresAt": "2024-01-16T10:30:00Z",
+        "metadata": {"toolName": "calendar_create", "arguments": {"title": "Standup"}},
+    }
+    held_run = [
+        {"type": "RUN_STARTED", **IDS},
+        {"type": "STEP_STARTED", "stepName": "worker", **IDS},
+        {"type": "STEP_FINISHED", "stepName": "worker", **IDS},
+        {
+            "type": "CUSTOM",
+            "name": "run_interrupted",
+            "value": {"interrupts": [interrupt], "pendingToolCallIds": []},
+        },
+        {"type": "RUN_FINISHED", **IDS},
+    ]
+    state = FrameState()
+    frames = project(held_run, state)
+    approval = str(approval_step_id(thread_id=TASK, run_id=RUN, interrupt_id="int-1"))
+    went_on = {"threadId": TASK, "runId": "resume-1"}
+    held = HeldRun(run_id=RUN, approvals=({"id": "int-1", "status": "resolved", "approved": True},))
+    resumed = event_frames(
+        task_id=TASK,
+        event_id=6,
+        at=written(6),
+        payload={"type": "RUN_STARTED", **went_on},
+        state=state,
+        held=held,
+    )
+
+    assert [brief(frame)[0] for frame in frames] == [
+        "task.created",
+        "task.started",
+        "step.created",
+        "step.started",
+        "step.completed",
+        "step.created",
+        "task.paused",
+    ]  # and no task.completed: the task waits
+    created, paused = frames[-2:]
+    assert created["step_id"] == approval and created["event_id"] == "4.1"
+    assert created["data"] == {"name": "approval", "interrupt": interrupt}
+    assert paused["data"] == {
+        "cycle_id": RUN,
+        "reason": "approval",
+        "interrupt_ids": ["int-1"],
+        "pending_tool_call_ids": [],
+    }
+    assert [(frame["type"], frame.get("step_id"), frame["data"]) for frame in resumed] == [
+        (
+            "step.completed",
+            approval,
+            {
+                "name": "approval",
+                "interrupt_id": "int-1",
+                "interrupt_status": "resolved",
+                "approved": True,
+            },
+        ),
+        ("task.resumed", None, {"cycle_id": "resume-1", "continues": RUN, "next_stage": "worker"}),
+        ("task.started", None, {"cycle_id": "resume-1"}),
+    ]
+    assert [frame["event_id"] for frame in resumed] == ["6.1", "6.2", "6.3"]
