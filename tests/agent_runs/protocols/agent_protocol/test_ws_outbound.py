@@ -413,7 +413,7 @@ def test_a_run_stopped_on_an_approval_pauses_the_task_and_the_run_going_on_resum
         "expiresAt": "2024-01-16T10:30:00Z",
         "metadata": {"toolName": "calendar_create", "arguments": {"title": "Standup"}},
     }
-    held_run = [
+    held_run: list[dict[str, Any]] = [
         {"type": "RUN_STARTED", **IDS},
         {"type": "STEP_STARTED", "stepName": "worker", **IDS},
         {"type": "STEP_FINISHED", "stepName": "worker", **IDS},
