@@ -6,7 +6,7 @@ import json
 import uuid
 from collections.abc import Collection
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
@@ -131,6 +131,37 @@ def interrupts_page_for_user(
         )
     found = list(interrupts.order_by("-created_at", "-id")[: limit + 1])
     return Page(items=found[:limit], has_more=len(found) > limit)
+
+
+def interrupt_listed(interrupt: Interrupt) -> dict[str, Any]:
+    """An interrupt as AG-UI 1.0 gives it, with its thread, run and how it stands (what
+    ``GET /api/v1/agent/interrupts`` lists; its run loaded)."""
+    return {
+        **interrupt_as_agui(interrupt),
+        "threadId": str(interrupt.thread_id),
+        "runId": interrupt.run.run_id,
+        "kind": interrupt.kind,
+        "status": interrupt.status,
+        "toolName": interrupt.tool_name,
+        "arguments": interrupt.arguments,
+        "createdAt": _iso(interrupt.created_at),
+    }
+
+
+def interrupt_detail(interrupt: Interrupt) -> dict[str, Any]:
+    """One interrupt as ``GET /api/v1/agent/interrupts/{id}`` answers it (and the user's
+    webhook is told): listed, with its answer and the run that went on from it."""
+    answered_by = interrupt.answered_by
+    return {
+        **interrupt_listed(interrupt),
+        "answer": interrupt.answer,
+        "continuedBy": answered_by.run_id if answered_by is not None else None,
+    }
+
+
+def _iso(moment: datetime) -> str:
+    """As the API writes a time: ISO 8601 in UTC, ``Z``."""
+    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
 def thread_conversation(*, thread_id: uuid.UUID) -> list[dict[str, Any]]:

@@ -5,11 +5,10 @@ so that a third system (a chat bot, a pager, an inbox) can ask a person and answ
 
 import secrets
 from collections.abc import Sequence
-from datetime import UTC, datetime
 from typing import Any
 
 from agent_runs.models import Interrupt, Run, Thread, UserProfile
-from agent_runs.selectors.interrupts import interrupt_as_agui
+from agent_runs.selectors.interrupts import interrupt_detail
 from agent_runs.services.push import push_enqueue_to_user, push_url_check
 
 INTERRUPT_OPENED = "interrupt.opened"
@@ -46,25 +45,6 @@ def interrupts_opened_push(*, run: Run, interrupts: Sequence[Interrupt]) -> None
 
 def interrupt_opened_body(*, interrupt: Interrupt, run: Run) -> dict[str, Any]:
     """``{"type": "interrupt.opened", "interrupt": ...}``: the interrupt as
-    ``GET /api/v1/agent/interrupts/{id}`` answers it when it opens (docs/protocols/agui.md;
-    tests/agent_runs/push/test_user_webhook.py holds the two equal)."""
-    return {
-        "type": INTERRUPT_OPENED,
-        "interrupt": {
-            **interrupt_as_agui(interrupt),
-            "threadId": str(interrupt.thread_id),
-            "runId": run.run_id,
-            "kind": interrupt.kind,
-            "status": interrupt.status,
-            "toolName": interrupt.tool_name,
-            "arguments": interrupt.arguments,
-            "createdAt": _iso(interrupt.created_at),
-            "answer": interrupt.answer,
-            "continuedBy": None,
-        },
-    }
-
-
-def _iso(moment: datetime) -> str:
-    """As the API writes a time: ISO 8601 in UTC, ``Z``."""
-    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
+    ``GET /api/v1/agent/interrupts/{id}`` answers it when it opens (docs/protocols/agui.md)."""
+    interrupt.run = run
+    return {"type": INTERRUPT_OPENED, "interrupt": interrupt_detail(interrupt)}

@@ -3,7 +3,6 @@ threads and runs, read a page at a time, and a thread's deletion; and the caller
 (docs/protocols/agui.md, ``GET /api/v1/agent/interrupts``)."""
 
 import uuid
-from typing import Any
 
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
@@ -41,8 +40,9 @@ from agent_runs.protocols.agui.serializers import (
 )
 from agent_runs.selectors.interrupts import (
     InterruptPosition,
-    interrupt_as_agui,
+    interrupt_detail,
     interrupt_get_for_user,
+    interrupt_listed,
     interrupts_page_for_user,
 )
 from agent_runs.selectors.runs import thread_get_for_user
@@ -222,7 +222,7 @@ class InterruptListApi(APIView):
         next_cursor = (
             interrupt_cursor(InterruptPosition(last.created_at, last.id)) if last else None
         )
-        interrupts = [_interrupt_listed(interrupt) for interrupt in page.items]
+        interrupts = [interrupt_listed(interrupt) for interrupt in page.items]
         return Response(
             InterruptPageSerializer({"interrupts": interrupts, "next": next_cursor}).data
         )
@@ -240,7 +240,7 @@ class InterruptDetailApi(APIView):
     )
     def get(self, request: Request, interrupt_id: str) -> Response:
         interrupt = interrupt_get_for_user(user=request_user(request), interrupt_id=interrupt_id)
-        return Response(InterruptDetailSerializer(_interrupt_detail(interrupt)).data)
+        return Response(InterruptDetailSerializer(interrupt_detail(interrupt)).data)
 
     @extend_schema(
         operation_id="interrupts_answer",
@@ -274,16 +274,7 @@ class InterruptDetailApi(APIView):
             user=user, interrupt_id=interrupt_id, payload=request.data
         )
         interrupt = interrupt_get_for_user(user=user, interrupt_id=interrupt.id)
-        return Response(InterruptDetailSerializer(_interrupt_detail(interrupt)).data)
-
-
-def _interrupt_detail(interrupt: Interrupt) -> dict[str, Any]:
-    answered_by = interrupt.answered_by
-    return {
-        **_interrupt_listed(interrupt),
-        "answer": interrupt.answer,
-        "continuedBy": answered_by.run_id if answered_by is not None else None,
-    }
+        return Response(InterruptDetailSerializer(interrupt_detail(interrupt)).data)
 
 
 def _interrupt_status(value: str | None) -> Interrupt.Status:
@@ -292,17 +283,3 @@ def _interrupt_status(value: str | None) -> Interrupt.Status:
     if value not in Interrupt.Status.values:
         raise PageQueryInvalid(f"status must be one of {_STATUSES}")
     return Interrupt.Status(value)
-
-
-def _interrupt_listed(interrupt: Interrupt) -> dict[str, Any]:
-    """An interrupt as AG-UI 1.0 gives it, with its thread, run and how it stands."""
-    return {
-        **interrupt_as_agui(interrupt),
-        "threadId": interrupt.thread_id,
-        "runId": interrupt.run.run_id,
-        "kind": interrupt.kind,
-        "status": interrupt.status,
-        "toolName": interrupt.tool_name,
-        "arguments": interrupt.arguments,
-        "createdAt": interrupt.created_at,
-    }
