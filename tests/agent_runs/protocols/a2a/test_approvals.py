@@ -209,8 +209,9 @@ def test_the_js_client_sees_and_answers_an_approval(model, alice_token, answer, 
     assert stored.answer == {"payload": {"approved": answer == "approve-data"}}
 
 
+@pytest.mark.parametrize("legacy", [False, True], ids=["1.0", "0.3"])
 def test_an_answer_given_elsewhere_resumes_a_subscriber_to_completion(
-    model, alice_token, bob_token
+    model, alice_token, bob_token, legacy
 ):
     """The cross-protocol case: the task began over A2A, a person approves it with the REST
     endpoint, and the A2A subscriber that was waiting on the approval streams the rest of
@@ -218,7 +219,7 @@ def test_an_answer_given_elsewhere_resumes_a_subscriber_to_completion(
     ask_approval(model)
 
     async def scenario() -> tuple[Any, ...]:
-        client = await client_for(model.port, alice_token)
+        client = await client_for(model.port, alice_token, legacy=legacy)
         _asked, task = await until_input_required(client)
         subscription = client.subscribe(SubscribeToTaskRequest(id=task["id"]))
         first = MessageToDict(await anext(subscription))
@@ -262,7 +263,7 @@ def test_an_answer_given_elsewhere_resumes_a_subscriber_to_completion(
     answer = whole["history"][2]
     assert answer["role"] == "ROLE_USER"
     data = {"interruptId": interrupt["id"], "approved": True}
-    assert answer["parts"] == [{"data": data, "mediaType": "application/json"}]
+    assert [part["data"] for part in answer["parts"]] == [data]
     assert whole["history"][3]["parts"][0]["text"] == "Done."
     assert isinstance(errors["late"], UnsupportedOperationError)
     assert isinstance(errors["stranger"], TaskNotFoundError)
