@@ -133,7 +133,7 @@ class Run(models.Model):
     resumed_at = models.DateTimeField(null=True, blank=True)
     # The worker's reply, held when the run ended on tool calls waiting for an answer
     # (``Interrupt`` rows): AgentScope's agent state and the router's decision, from which
-    # the run that answers them goes on. Cleared once that run is created.
+    # the run that answers them goes on (kept after, for staff).
     suspended_reply = models.JSONField(null=True, blank=True)
     # The run whose held reply this run goes on with (it answers that run's interrupts).
     continues = models.ForeignKey(
