@@ -1,8 +1,10 @@
 """``run_status_changed``: the one hook the run core gives its edges.
 
 Sent inside the transaction that changed a run's status (claimed, completed, failed,
-cancelled, paused, queued again on resume), after the change, with ``sender=Run``,
-``run`` (the run as it now is) and ``status`` (its new ``Run.Status``). A receiver that
+cancelled, paused, queued again on resume), or what its protocols show of it (its
+interrupts expired unanswered: then its status as it stands), after the change, with
+``sender=Run``, ``run`` (the run as it now is) and ``status`` (its new ``Run.Status``). A
+receiver that
 writes (a protocol edge's push notification rows, agent_runs/services/push.py) writes in
 that transaction: its rows commit or roll back with the change. The core cannot call an
 edge (the one-way rule), which is why this is a signal and not a service call.

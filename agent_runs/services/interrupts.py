@@ -42,6 +42,7 @@ from agent_runs.run_input import InputMessage, RunAgentInput, snapshot_sha256
 from agent_runs.selectors.interrupts import interrupt_id_possible
 from agent_runs.services.queue import run_enqueue
 from agent_runs.services.webhooks import interrupts_opened_push
+from agent_runs.signals import run_status_changed_send, run_status_heard
 
 # AG-UI's reasons: an approval of a backend tool, and a client's tool call (which AG-UI
 # reports as a pending tool call, not as an interrupt).
@@ -325,8 +326,28 @@ def _continuation_create(thread: Thread, held: Run) -> Run:
 
 
 def interrupts_expire() -> int:
-    """Expire the interrupts left unanswered past their time (the sweeper); how many."""
+    """Expire the interrupts left unanswered past their time (the sweeper); how many. A run
+    left with none open is told to the edges (``run_status_changed``, its status as it
+    stands: what its protocols show of it changed, say an A2A task now failed), in the
+    transaction that expires them."""
     now = timezone.now()
-    return Interrupt.objects.filter(status=Interrupt.Status.PENDING, expires_at__lte=now).update(
-        status=Interrupt.Status.EXPIRED, closed_at=now
-    )
+    with transaction.atomic():
+        # Those an answer is closing right now are left to it (skipped, not waited for).
+        due = list(
+            Interrupt.objects.select_for_update(skip_locked=True)
+            .filter(status=Interrupt.Status.PENDING, expires_at__lte=now)
+            .values_list("pk", "run_id")
+        )
+        count = Interrupt.objects.filter(pk__in=[pk for pk, _ in due]).update(
+            status=Interrupt.Status.EXPIRED, closed_at=now
+        )
+        run_pks = {run_pk for _, run_pk in due}
+        if run_status_heard():
+            still_open = set(
+                Interrupt.objects.filter(
+                    run_id__in=run_pks, status=Interrupt.Status.PENDING
+                ).values_list("run_id", flat=True)
+            )
+            for run in Run.objects.filter(pk__in=run_pks - still_open).select_related("thread"):
+                run_status_changed_send(run_pk=run.pk, status=Run.Status(run.status), run=run)
+    return count

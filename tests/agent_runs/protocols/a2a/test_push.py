@@ -7,6 +7,7 @@ refused when the setting is off. docs/protocols/a2a.md, Push notifications; docs
 import asyncio
 import uuid
 from collections.abc import Iterator
+from datetime import timedelta
 from typing import Any
 
 import httpx
@@ -19,11 +20,13 @@ from a2a.types.a2a_pb2 import (
     TaskPushNotificationConfig,
 )
 from a2a.utils.errors import InvalidParamsError, TaskNotFoundError
+from django.utils import timezone
 from google.protobuf.json_format import MessageToDict
 
 from agent_runs.models import CalendarEvent, Interrupt, PushConfig, PushDelivery, Run
 from agent_runs.protocols.a2a.outbound import COMPLETED, INPUT_REQUIRED, TaskProjection
 from agent_runs.push_signing import push_signature_verify
+from agent_runs.services.interrupts import interrupts_expire
 from tests.agent_runs.protocols.a2a.test_a2a_sdk import client_for, collect, message
 from tests.agent_runs.protocols.a2a.test_approvals import (
     answer_over_rest,
@@ -230,6 +233,36 @@ def test_an_approval_opening_is_pushed_and_its_answer_from_elsewhere_too(
     assert history[3]["parts"][0]["text"] == "Done."
     assert list(CalendarEvent.objects.values_list("title", flat=True)) == ["Standup"]
     assert {r.headers["x-a2a-notification-token"] for r in receiver.received} == {"t-4"}
+
+
+def test_an_approval_that_expires_is_pushed_as_the_task_failed(pushing_model, alice_token):
+    """The sweeper's expiry of the task's approval tells its push configs: the task failed."""
+    model = pushing_model
+    ask_approval(model)
+
+    with PushReceiver() as receiver:
+
+        async def scenario() -> str:
+            alice = await client_for(model.port, alice_token)
+            request = pushed_message("Put a standup in my calendar", receiver, "t-5")
+            asked = await collect(alice.send_message(request))
+            await alice.close()
+            return str(asked[0]["task"]["id"])
+
+        task_id = asyncio.run(scenario())
+        wait_for(lambda: deliveries_done(task_id, 2), seconds=30)
+        Interrupt.objects.update(expires_at=timezone.now() - timedelta(seconds=1))
+        assert interrupts_expire() == 1
+        wait_for(lambda: deliveries_done(task_id, 3), seconds=30)
+
+    bodies = [r.body for r in receiver.received]
+    assert [state_of(body) for body in bodies] == [
+        "TASK_STATE_WORKING",
+        "TASK_STATE_INPUT_REQUIRED",
+        "TASK_STATE_FAILED",
+    ]
+    assert bodies[2]["task"]["id"] == task_id
+    assert interrupts_expire() == 0  # told once
 
 
 def test_configs_are_created_read_listed_and_deleted_by_their_owner_only(
