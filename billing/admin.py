@@ -20,7 +20,14 @@ from django.utils.html import format_html
 
 from billing import selectors
 from billing.charts import CHART_HEIGHT, CHART_WIDTH, day_bars, share_percent
-from billing.models import Costs, ModelDailyUsage, PriceCatalogEntry, PriceTier, UsageRecord
+from billing.models import (
+    Budget,
+    Costs,
+    ModelDailyUsage,
+    PriceCatalogEntry,
+    PriceTier,
+    UsageRecord,
+)
 
 MAX_PERIOD_DAYS = 731
 TOP_ROWS = 100  # rows of the by-model and by-user tables on the page; the CSV has them all
@@ -257,3 +264,14 @@ def _csv_response(report: selectors.CostsReport) -> HttpResponse:
                 ]
             )
     return response
+
+
+@admin.register(Budget)
+class BudgetAdmin(admin.ModelAdmin):
+    """Each user's spending limits (empty: none of that period), in the catalog's currency;
+    the day and month are the user's own (docs/billing.md, "Budgets")."""
+
+    list_display = ("user", "daily_limit", "monthly_limit", "updated_at")
+    search_fields = ("user__username",)
+    autocomplete_fields = ("user",)
+    readonly_fields = ("updated_at",)

@@ -227,3 +227,36 @@ class Costs(UsageRecord):
         verbose_name = "costs"
         verbose_name_plural = "costs"
         default_permissions = ("view",)
+
+
+class Budget(models.Model):
+    """A user's limits on spending, in the pricing catalog's currency, per day and per
+    month of the user's own timezone (docs/billing.md, "Budgets"). Empty: no limit of that
+    period (``BUDGET_DEFAULT_DAILY`` / ``BUDGET_DEFAULT_MONTHLY`` apply to users without a
+    budget of their own)."""
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="budget"
+    )
+    daily_limit = models.DecimalField(
+        max_digits=COST_DIGITS, decimal_places=DECIMAL_PLACES, null=True, blank=True
+    )
+    monthly_limit = models.DecimalField(
+        max_digits=COST_DIGITS, decimal_places=DECIMAL_PLACES, null=True, blank=True
+    )
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(daily_limit__isnull=True) | models.Q(daily_limit__gte=0),
+                name="budget_daily_not_negative",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(monthly_limit__isnull=True) | models.Q(monthly_limit__gte=0),
+                name="budget_monthly_not_negative",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"budget of {self.user_id}"

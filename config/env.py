@@ -7,6 +7,7 @@ fails at start-up with the variable's name instead of misbehaving later.
 import os
 import sys
 from collections.abc import Callable
+from decimal import Decimal, InvalidOperation
 from typing import TypeVar, overload
 
 from django.core.exceptions import ImproperlyConfigured
@@ -59,6 +60,20 @@ def _env_number(
     if minimum is not None and number < minimum:
         raise ImproperlyConfigured(f"{name} must be at least {minimum}, got {number}")
     return number
+
+
+def env_decimal(name: str) -> Decimal | None:
+    """An amount of money (``1.50``), never negative; ``None`` when unset or empty."""
+    value = os.environ.get(name)
+    if value is None or value.strip() == "":
+        return None
+    try:
+        amount = Decimal(value.strip())
+    except InvalidOperation as exc:
+        raise ImproperlyConfigured(f"{name} must be an amount such as 1.50, got {value!r}") from exc
+    if not amount.is_finite() or amount < 0:
+        raise ImproperlyConfigured(f"{name} must be an amount of at least 0, got {value!r}")
+    return amount
 
 
 def env_list(name: str, default: list[str]) -> list[str]:

@@ -7,7 +7,15 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from config.env import env_bool, env_float, env_int, env_list, env_str, warn_once_per_start
+from config.env import (
+    env_bool,
+    env_decimal,
+    env_float,
+    env_int,
+    env_list,
+    env_str,
+    warn_once_per_start,
+)
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 # Where the quick start keeps its SQLite file and the embedded Redis socket.
@@ -236,6 +244,10 @@ AGENT_API_TOKEN_CACHE_SECONDS = env_float("AGENT_API_TOKEN_CACHE_SECONDS", 5.0, 
 # --- billing (billing/) ---------------------------------------------------------------------
 # The currency of a provider's own cost for a model with no catalog entry to name one.
 BILLING_DEFAULT_CURRENCY = env_str("BILLING_DEFAULT_CURRENCY", "USD")
+# Spending limits, in that currency, of users without a budget of their own (docs/billing.md,
+# "Budgets"): empty, none.
+BUDGET_DEFAULT_DAILY = env_decimal("BUDGET_DEFAULT_DAILY")
+BUDGET_DEFAULT_MONTHLY = env_decimal("BUDGET_DEFAULT_MONTHLY")
 # The providers whose models `update_pricing_catalog` takes from LiteLLM's catalog.
 BILLING_CATALOG_PROVIDERS = env_list(
     "BILLING_CATALOG_PROVIDERS", ["deepseek", "dashscope", "openai"]
@@ -322,7 +334,10 @@ REST_FRAMEWORK = {
         "agent_runs.authentication.BearerTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
-    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_PERMISSION_CLASSES": [
+        "rest_framework.permissions.IsAuthenticated",
+        "agent_runs.authentication.ApiKeyScopes",
+    ],
     "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "EXCEPTION_HANDLER": "config.exceptions.api_exception_handler",

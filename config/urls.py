@@ -23,6 +23,7 @@ urlpatterns = [
     path("api/v1/agent/", include("agent_runs.urls")),
     path("api/v1/agent/history", include("history.urls")),
     path("api/v1/agent/", include("attachments.urls")),
+    path("api/v1/agent/", include("billing.urls")),
     path("storage/v1/object/sign/", include("attachments.storage_urls")),
     # The Agent Protocol: the spec's set and the official v1 set.
     path("api/", include(agent_protocol_urls.spec_urlpatterns)),

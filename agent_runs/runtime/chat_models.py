@@ -2,7 +2,7 @@
 or ``<provider>/<model>`` for DeepSeek, DashScope (Qwen) or any OpenAI-compatible endpoint
 (``openai_compatible``). Keys and endpoints come from the environment."""
 
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,10 +34,12 @@ class ModelCall:
 
 @dataclass
 class UsageLog:
-    """The model calls of one stage, in order; the job stores them as they come."""
+    """The model calls of one stage, in order; the job stores them as they come.
+    ``before_call``: awaited before each call a provider bills (the run's budget check)."""
 
     stage: str
     calls: list[ModelCall] = field(default_factory=list)
+    before_call: Callable[[], Awaitable[None]] | None = None
 
     def drain(self) -> list[ModelCall]:
         calls, self.calls = self.calls, []
@@ -64,6 +66,11 @@ class ProviderChatModel(OpenAICompatibleChatModel):
 
     def call_ended(self, usage: ChatUsage | None) -> None:
         self.usage_log.calls.append(model_call(self.model_id, usage))
+
+    async def _call_api(self, *args: Any, **kwargs: Any) -> Any:
+        if self.usage_log.before_call is not None:
+            await self.usage_log.before_call()
+        return await super()._call_api(*args, **kwargs)
 
 
 class DemoTrackingModel(DemoChatModel):

@@ -45,6 +45,7 @@ from agent_runs.runtime.stages import RunTurn, memory_stage, router_stage, worke
 from agent_runs.selectors.context import user_memory_notes
 from agent_runs.selectors.runs import run_status
 from agent_runs.services.lifecycle import (
+    RUN_ERROR_MESSAGE,
     run_claim_and_load,
     run_complete,
     run_dispatch_next,
@@ -52,6 +53,7 @@ from agent_runs.services.lifecycle import (
     run_park,
 )
 from billing import services as billing_services
+from billing.errors import BudgetExceeded
 
 logger = logging.getLogger(__name__)
 
@@ -130,8 +132,14 @@ async def _run_job(run: Run, emitter: RunEventEmitter) -> str | None:
         raise
     except Exception as exc:
         logger.exception("run %s failed", run.pk)
+        code = error_code(exc)
         return await _run_fail(
-            run, emitter, token=token, code=error_code(exc), error=traceback.format_exc()
+            run,
+            emitter,
+            token=token,
+            code=code,
+            error=traceback.format_exc(),
+            message=_public_message(exc) if code == "budget_exceeded" else RUN_ERROR_MESSAGE,
         )
     finally:
         await emitter.settle_async()  # the job's writes are all made when it ends
@@ -147,12 +155,20 @@ _CANCEL_ENDINGS = {
 
 
 async def _run_fail(
-    run: Run, emitter: RunEventEmitter, *, token: uuid.UUID, code: str, error: str
+    run: Run,
+    emitter: RunEventEmitter,
+    *,
+    token: uuid.UUID,
+    code: str,
+    error: str,
+    message: str = RUN_ERROR_MESSAGE,
 ) -> str | None:
     """End the job's run ``failed`` with ``RUN_ERROR`` ``code`` after what it emitted; the
     status it has now."""
     await emitter.settle_async()  # what was emitted before the failure comes before it
-    failed = await db_retried(run_fail, run_pk=run.pk, error=error, code=code, claim_token=token)
+    failed = await db_retried(
+        run_fail, run_pk=run.pk, error=error, code=code, claim_token=token, message=message
+    )
     return Run.Status.FAILED if failed else await db_retried(run_status, run_pk=run.pk)
 
 
@@ -308,6 +324,16 @@ def _store_usage(run: Run, stage: str, calls: list[ModelCall]) -> int:
     return recorded
 
 
+def _public_message(exc: BaseException) -> str:
+    """The message of the budget error in the chain (the caller's to act on)."""
+    current: BaseException | None = exc
+    while current is not None:
+        if isinstance(current, BudgetExceeded):
+            return str(current)
+        current = current.__cause__ or current.__context__
+    return RUN_ERROR_MESSAGE
+
+
 def error_code(exc: BaseException) -> str:
     """The stable ``RUN_ERROR.code`` for a failure; the details stay in ``Run.error``.
 
@@ -324,6 +350,7 @@ def error_code(exc: BaseException) -> str:
 
 
 _ERROR_CODES: tuple[tuple[type[BaseException], str], ...] = (
+    (BudgetExceeded, "budget_exceeded"),
     (JobTimeoutException, "timeout"),
     (ProviderError, "model_error"),
     (ImproperlyConfigured, "configuration_error"),

@@ -88,6 +88,7 @@ from agent_runs.services.steps import RunControl, agent_step_finish, agent_step_
 from agent_runs.ui_schema import ui_schema_compile
 from attachments.selectors import attachment_get_for_user, attachment_read
 from billing import selectors as billing_selectors
+from billing.budgets import Limits, budget_check, user_limits
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -135,6 +136,8 @@ class RunTurn:
     configs: dict[str, StageConfig | Exception] = field(default_factory=dict)
     # The reply the run goes on with, when it answers the interrupts of the run before.
     held: HeldReply | None = None
+    # The owner's spending limits, read with the turn.
+    limits: Limits = field(default_factory=lambda: Limits(daily=None, monthly=None))
 
     @classmethod
     def prepare(
@@ -168,6 +171,7 @@ class RunTurn:
             ),
             configs=configs,
             held=held,
+            limits=user_limits(user_id=run.thread.owner_id),
         )
 
     def config(self, stage: str) -> StageConfig:
@@ -183,6 +187,16 @@ class RunTurn:
         token = self.emitter.claim_token
         assert token is not None, "a job's emitter writes under its claim"
         return token
+
+    def usage_log(self, stage: Stage) -> UsageLog:
+        """A stage's log of its model calls; with a budget, each billed call waits for the
+        check that the owner's limits are not reached (``BudgetExceeded`` ends the run)."""
+        if not self.limits.any:
+            return UsageLog(stage=stage)
+        return UsageLog(stage=stage, before_call=self._spend_check)
+
+    async def _spend_check(self) -> None:
+        await db(budget_check, user_id=self.run.thread.owner_id, limits=self.limits)
 
     def record_usage(self, usage_log: UsageLog) -> None:
         """Record the calls the log holds on a database thread (``defer``): the model does
@@ -334,7 +348,7 @@ async def router_stage(turn: RunTurn, *, is_last: bool = False) -> RouteDecision
     beyond the step)."""
     await turn.step_start(Stage.ROUTER, turn.user_message.content)
     started = time.monotonic()
-    usage_log = UsageLog(stage=Stage.ROUTER)
+    usage_log = turn.usage_log(Stage.ROUTER)
     config = turn.config(Stage.ROUTER)
     try:
         decision = await router_decide(
@@ -372,7 +386,7 @@ async def worker_stage(
     )
     config = turn.config(Stage.WORKER)
     tools = turn.worker_toolset(decision)
-    usage_log = UsageLog(stage=Stage.WORKER)
+    usage_log = turn.usage_log(Stage.WORKER)
     context = "\n\n".join(part for part in (config.context, _ROUTE_HINTS[decision.route]) if part)
     agent = worker_agent(
         model=chat_model_for(
@@ -647,7 +661,7 @@ async def memory_stage(turn: RunTurn, output: AgentOutput) -> None:
         stage=Stage.MEMORY,
         message_id=f"{Stage.MEMORY.value}-{run.run_id}",
     )
-    usage_log = UsageLog(stage=Stage.MEMORY)
+    usage_log = turn.usage_log(Stage.MEMORY)
     config = turn.config(Stage.MEMORY)
     reply = memory_reply(
         model=chat_model_for(settings.AGENT_MEMORY_MODEL, usage_log=usage_log),

@@ -177,11 +177,13 @@ def run_fail(
     code: str = "internal_error",
     claim_token: uuid.UUID | None = None,
     stop_job: bool = False,
+    message: str = RUN_ERROR_MESSAGE,
 ) -> bool:
     """Fail a running run (only the claiming job's, when ``claim_token`` is given), keeping
-    the error for staff, and end its journal with ``RUN_ERROR`` (the public message says
-    nothing of the cause). ``stop_job``: the job may still run somewhere (the sweeper found
-    it silent): stop it. A queued run is left for its job or the recovery to run."""
+    the error for staff, and end its journal with ``RUN_ERROR`` (the public ``message`` says
+    nothing of the cause, unless it is the caller's to act on: a budget reached).
+    ``stop_job``: the job may still run somewhere (the sweeper found it silent): stop it. A
+    queued run is left for its job or the recovery to run."""
     with transaction.atomic():
         run = Run.objects.select_for_update().filter(pk=run_pk).first()
         if run is None or run.status != Run.Status.RUNNING:
@@ -197,7 +199,7 @@ def run_fail(
     _thread_active(thread_id=run.thread_id, at=now)
     if stop_job:
         job_stop(job_id=str(run.task_id), wait=False)
-    _run_journal_end(run, code=code, message=RUN_ERROR_MESSAGE)
+    _run_journal_end(run, code=code, message=message)
     return True
 
 

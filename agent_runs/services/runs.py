@@ -31,6 +31,7 @@ from agent_runs.services.queue import run_enqueue
 from attachments.models import Attachment
 from attachments.schemas import user_message_attachments_metadata
 from attachments.selectors import attachment_from_signed_url
+from billing.budgets import budget_check
 
 logger = logging.getLogger(__name__)
 
@@ -102,6 +103,7 @@ def run_create(
     run of a thread that exists is one statement after its checks.
     """
     options = options or RunOptions()
+    budget_check(user_id=user.pk)
     _client_tools_check(run_input)
     snapshot = run_input.snapshot()
     images = _binary_blocks_resolve(user=user, snapshot=snapshot)

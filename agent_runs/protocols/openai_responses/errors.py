@@ -161,9 +161,17 @@ def error_body(
 
 
 def error_answer(exc: DomainError) -> tuple[int, dict[str, Any]]:
-    """The status and body of a domain error in OpenAI's shape."""
+    """The status and body of a domain error in OpenAI's shape; a budget reached is OpenAI's
+    own quota error (a 429 ``insufficient_quota``, which its SDK raises as a rate limit)."""
+    if exc.code == _BUDGET_EXCEEDED:
+        quota = {"message": str(exc), "type": _QUOTA, "param": None, "code": _QUOTA}
+        return 429, {"error": quota}
     body = error_body(exc.status, str(exc), param=getattr(exc, "param", None), code=exc.code)
     return exc.status, body
+
+
+_BUDGET_EXCEEDED = "budget_exceeded"  # billing.errors.BudgetExceeded's code
+_QUOTA = "insufficient_quota"
 
 
 def render(exc: Exception, context: dict[str, Any]) -> Response | None:
@@ -171,8 +179,9 @@ def render(exc: Exception, context: dict[str, Any]) -> Response | None:
     Django)."""
     if isinstance(exc, DomainError):
         status, body = error_answer(exc)
-        # The SDK retries a 409 at once, twice: a conflict stays one.
-        headers = {"x-should-retry": "false"} if status == 409 else None
+        # The SDK retries a 409 at once, twice, and a 429 later: a conflict stays one, and
+        # a budget stays reached until its period resets.
+        headers = {"x-should-retry": "false"} if status in (409, 429) else None
         return Response(body, status=status, headers=headers)
     if isinstance(exc, Http404 | exceptions.NotFound):
         return Response(error_body(404, "Not found.", code="not_found"), status=404)
