@@ -2,6 +2,7 @@
 costs page (``/admin/billing/costs/``)."""
 
 import csv
+from collections.abc import Iterable
 from datetime import date, timedelta
 from decimal import Decimal
 from typing import Any
@@ -20,6 +21,7 @@ from django.utils.html import format_html
 
 from billing import selectors
 from billing.charts import CHART_HEIGHT, CHART_WIDTH, day_bars, share_percent
+from billing.errors import format_money
 from billing.models import (
     Budget,
     Costs,
@@ -216,11 +218,28 @@ class CostsAdmin(admin.ModelAdmin):
         return TemplateResponse(request, "admin/billing/costs.html", context)
 
 
+def _budgets_of(usernames: Iterable[str]) -> dict[str, str]:
+    """Each listed user's own limits, as the page shows them beside their spend (``1.50 a
+    day · 20.00 a month``); users without a budget of their own are left out."""
+    shown: dict[str, str] = {}
+    budgets = Budget.objects.filter(user__username__in=list(usernames)).select_related("user")
+    for budget in budgets:
+        limits = [
+            f"{format_money(limit)} a {period}"
+            for limit, period in ((budget.daily_limit, "day"), (budget.monthly_limit, "month"))
+            if limit is not None
+        ]
+        shown[budget.user.get_username()] = " · ".join(limits)
+    return shown
+
+
 def _report_context(report: selectors.CostsReport) -> dict[str, Any]:
     chart_currency = report.totals[0].currency if report.totals else ""
     highest_model = max((row.cost for row in report.by_model), default=Decimal(0))
     highest_user = max((row.cost for row in report.by_user), default=Decimal(0))
     bars = day_bars(report.by_day, start=report.start, end=report.end, currency=chart_currency)
+    shown_users = report.by_user[:TOP_ROWS]
+    budgets = _budgets_of(row.key for row in shown_users)
     return {
         "chart_currency": chart_currency,
         "chart_highest": max((bar.cost for bar in bars), default=Decimal(0)),
@@ -230,8 +249,9 @@ def _report_context(report: selectors.CostsReport) -> dict[str, Any]:
         "by_model": [(row, share_percent(row.cost, highest_model)) for row in report.by_model][
             :TOP_ROWS
         ],
-        "by_user": [(row, share_percent(row.cost, highest_user)) for row in report.by_user][
-            :TOP_ROWS
+        "by_user": [
+            (row, share_percent(row.cost, highest_user), budgets.get(row.key, ""))
+            for row in shown_users
         ],
         "more_models": max(len(report.by_model) - TOP_ROWS, 0),
         "more_users": max(len(report.by_user) - TOP_ROWS, 0),

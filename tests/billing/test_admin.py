@@ -57,6 +57,21 @@ def test_the_costs_page_shows_staff_the_totals_by_day_model_and_user(staff_clien
     assert len(response.context["bars"]) == 7
 
 
+def test_the_costs_page_shows_each_users_budget_beside_their_spend(staff_client, calls, alice_user):
+    from decimal import Decimal
+
+    from billing.models import Budget
+
+    Budget.objects.create(user=alice_user, daily_limit=Decimal("1.5"), monthly_limit=Decimal(20))
+
+    response = staff_client.get(COSTS, {"days": 7})
+
+    rows = {row.key: budget for row, _share, budget in response.context["by_user"]}
+    assert rows == {"alice": "1.50 a day · 20.00 a month", "bob": ""}
+    page = response.content.decode()
+    assert "1.50 a day · 20.00 a month" in page and '<td class="costs-budget">none</td>' in page
+
+
 def test_the_costs_page_exports_csv(staff_client, calls):
     response = staff_client.get(COSTS, {"days": 7, "export": "csv"})
     assert response.status_code == 200
