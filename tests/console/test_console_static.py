@@ -21,6 +21,7 @@ FILES = {
     "/static/console/render.js": "text/javascript",
     "/static/console/approvals.js": "text/javascript",
     "/static/console/inbox.js": "text/javascript",
+    "/static/console/spend.js": "text/javascript",
     "/static/console/console.css": "text/css",
 }
 

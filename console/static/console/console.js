@@ -2,6 +2,7 @@
 // run's events rendered as they stream. It uses the public HTTP API only (docs/console.md).
 import { approvalCard } from "./approvals.js";
 import { inbox } from "./inbox.js";
+import { spend } from "./spend.js";
 import { StreamRefused, followRun } from "./sse.js";
 import { agentTurn, dayLabel, el, localDay, reasoningBlock, statusLine, toolCard, uiSchema, userMessage } from "./render.js";
 
@@ -61,6 +62,9 @@ const approvalsInbox = inbox({
     threadOpen(threadId);
   },
 });
+
+// The header's spend: today's and this month's against the user's limits.
+const spendRefresh = spend({ element: $("spend"), api: (path) => api(path) });
 
 // --- the API --------------------------------------------------------------------------------
 
@@ -549,6 +553,7 @@ async function runFollow({ threadId, runId, turn, controller = new AbortControll
     // The inbox too: the run may have stopped on an approval, or answered some.
     threadsLoad();
     approvalsInbox.refresh();
+    spendRefresh();
   }
 }
 
@@ -804,6 +809,7 @@ document.addEventListener("keydown", (event) => {
 (async function start() {
   await threadsLoad();
   await approvalsInbox.refresh();
+  await spendRefresh();
   const first = ui.threadList.querySelector(".thread-button");
   if (first) first.click();
   root.dataset.ready = "true";
