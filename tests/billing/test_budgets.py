@@ -216,3 +216,26 @@ def test_every_protocol_refuses_a_run_over_budget_in_its_own_shape(alice, alice_
     assert ag_ui.json() == {"detail": detail}
     assert detail in asyncio.run(over_a2a())
     assert not Run.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_runs_in_flight_at_the_edge_overspend_by_at_most_one_call_each(
+    alice, redis_queue, fake_openai, settings
+):
+    settings.AGENT_ROUTER_MODEL = MODEL
+    price_entry(MODEL, (None, "0.01", "0.02", None))  # 0.21 a call
+    user = get_user_model().objects.get(username="alice")
+    Budget.objects.create(user=user, daily_limit=Decimal("0.20"))
+    fake_openai.delay = 0.5  # both runs' first calls are made before either is billed
+    bodies = [run_input(), run_input()]
+    for body in bodies:
+        post_run(alice, body)
+
+    work_burst(redis_queue)  # one worker holds both runs at once
+
+    runs = Run.objects.filter(run_id__in=[body["runId"] for body in bodies])
+    assert {run.status for run in runs} == {Run.Status.FAILED}
+    for run in runs:
+        assert [r.stage for r in UsageRecord.objects.filter(run=run)] == ["router"]
+    spent = sum(r.cost for r in UsageRecord.objects.filter(user=user) if r.cost is not None)
+    assert spent == Decimal("0.42") <= Decimal("0.20") + 2 * Decimal("0.21")
