@@ -19,7 +19,7 @@ from django.core import signing
 from django.http.cookie import parse_cookie
 from django.utils import timezone
 from django.utils.functional import SimpleLazyObject
-from rest_framework import authentication, exceptions
+from rest_framework import authentication, exceptions, permissions
 from rest_framework.request import Request
 
 from agent_runs.models import ApiToken
@@ -42,13 +42,42 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
             raise exceptions.AuthenticationFailed("Invalid token.") from None
         if raw_key is None:
             raise exceptions.AuthenticationFailed("Invalid Authorization header.")
-        token = api_token_get(raw_key=raw_key)
+        token = api_token_find(raw_key=raw_key)
         if token is None:
             raise exceptions.AuthenticationFailed("Invalid token.")
+        unusable = token.unusable_because(timezone.now())
+        if unusable is not None:
+            raise exceptions.AuthenticationFailed(f"This API key has {unusable_words[unusable]}.")
         return token.user, token
 
     def authenticate_header(self, request: Request) -> str:
         return self.keyword
+
+
+unusable_words = {"expired": "expired", "revoked": "been revoked"}
+
+
+class ApiKeyScopes(permissions.BasePermission):
+    """An API key's scopes (``ApiToken.scopes``), checked for every DRF view: ``read`` for
+    the safe methods, ``write`` for the others. A view whose POST may only read says so with
+    ``api_key_scope = "read"``, or checks the scope itself (``api_key_scope = None``, then
+    ``api_key_scope_require``), as A2A's JSON-RPC does per method. A session, or no key,
+    has every scope."""
+
+    def has_permission(self, request: Request, view: Any) -> bool:
+        safe = request.method in permissions.SAFE_METHODS
+        default = ApiToken.Scope.READ if safe else ApiToken.Scope.WRITE
+        scope = getattr(view, "api_key_scope", default)
+        if scope is not None:
+            api_key_scope_require(request, scope)
+        return True
+
+
+def api_key_scope_require(request: Request, scope: str) -> None:
+    """Refuse (403) a request made with an API key that lacks ``scope``."""
+    token = request.auth
+    if isinstance(token, ApiToken) and scope not in token.scope_list:
+        raise exceptions.PermissionDenied(f"this API key lacks the {scope} scope")
 
 
 def request_user(request: Request) -> AbstractBaseUser:
@@ -58,7 +87,16 @@ def request_user(request: Request) -> AbstractBaseUser:
 
 
 def api_token_get(*, raw_key: str) -> ApiToken | None:
-    """The active user's token for a raw key, with its ``last_used_at`` kept roughly current.
+    """The active user's usable (neither expired nor revoked) token for a raw key."""
+    token = api_token_find(raw_key=raw_key)
+    if token is None or token.unusable_because(timezone.now()) is not None:
+        return None
+    return token
+
+
+def api_token_find(*, raw_key: str) -> ApiToken | None:
+    """The active user's token for a raw key, expired or revoked ones too, with the
+    ``last_used_at`` of a usable one kept roughly current.
 
     A token found is remembered in this process for ``AGENT_API_TOKEN_CACHE_SECONDS`` (every
     request of a client carries it, and looking it up was the costliest part of a small
@@ -72,7 +110,10 @@ def api_token_get(*, raw_key: str) -> ApiToken | None:
         if cached is None:
             return None
     moment = timezone.now()
-    if cached.last_used_at is None or moment - cached.last_used_at > _LAST_USED_RESOLUTION:
+    usable = cached.token.unusable_because(moment) is None
+    if usable and (
+        cached.last_used_at is None or moment - cached.last_used_at > _LAST_USED_RESOLUTION
+    ):
         cached.last_used_at = moment
         ApiToken.objects.filter(pk=cached.token.pk).update(last_used_at=moment)
     token, user = copy.copy(cached.token), copy.copy(cached.token.user)
@@ -92,6 +133,13 @@ class _CachedToken:
 # _TOKEN_CACHE_PRUNE_AT. Request threads share it: each step is one dict operation.
 _token_cache: dict[str, _CachedToken] = {}
 _TOKEN_CACHE_PRUNE_AT = 10_000
+
+
+def api_token_forget(*, key_hashes: list[str]) -> None:
+    """Drop tokens from this process's memory (a revoked key fails here at once; other
+    processes read it again within ``AGENT_API_TOKEN_CACHE_SECONDS``)."""
+    for key_hash in key_hashes:
+        _token_cache.pop(key_hash, None)
 
 
 def _token_load(key_hash: str, now: float) -> _CachedToken | None:

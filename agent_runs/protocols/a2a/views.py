@@ -31,6 +31,7 @@ from a2a.utils.errors import (
     ExtendedAgentCardNotConfiguredError,
     InternalError,
     InvalidParamsError,
+    InvalidRequestError,
     TaskNotCancelableError,
     TaskNotFoundError,
     UnsupportedOperationError,
@@ -41,13 +42,14 @@ from django.http import Http404, HttpResponseBase, StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from google.protobuf.json_format import MessageToDict
+from rest_framework.exceptions import PermissionDenied
 from rest_framework.negotiation import DefaultContentNegotiation
 from rest_framework.permissions import AllowAny
 from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from agent_runs.authentication import request_user
+from agent_runs.authentication import api_key_scope_require, request_user
 from agent_runs.awaited import awaited_response, run_end_answer
 from agent_runs.errors import InterruptClosed, InterruptExpired, InterruptOpen, TurnRefused
 from agent_runs.events.reads import EventStreamStart, event_stream_start, thread_last_event_id
@@ -126,6 +128,7 @@ class A2ARpcApi(A2AApi):
     parser_classes = [_A2AJsonParser]
     renderer_classes = [JSONRenderer]
     content_negotiation_class = _JsonAlways
+    api_key_scope = None  # the method's own (READ_METHODS), checked once it is parsed
 
     @extend_schema(
         operation_id="a2a_jsonrpc",
@@ -145,6 +148,12 @@ class A2ARpcApi(A2AApi):
     )
     def post(self, request: Request) -> HttpResponseBase:
         call = rpc_call_parse(request.data, version=request.headers.get("A2A-Version"))
+        scope = "read" if call.method in READ_METHODS else "write"
+        try:
+            api_key_scope_require(request, scope)
+        except PermissionDenied as exc:
+            error = InvalidRequestError(message=str(exc.detail))
+            raise A2ARpcError(call.request_id, error, status=403) from None
         try:
             return _dispatch(request, call)
         except A2AError as exc:
@@ -160,6 +169,19 @@ class A2ARpcApi(A2AApi):
         except DomainError as exc:
             error = InvalidParamsError(message=str(exc)) if exc.status < 500 else InternalError()
             raise A2ARpcError(call.request_id, error) from None
+
+
+# The methods an API key with only the read scope may call.
+READ_METHODS = frozenset(
+    {
+        "GetTask",
+        "ListTasks",
+        "SubscribeToTask",
+        "GetTaskPushNotificationConfig",
+        "ListTaskPushNotificationConfigs",
+        "GetExtendedAgentCard",
+    }
+)
 
 
 def _dispatch(request: Request, call: RpcCall) -> HttpResponseBase:

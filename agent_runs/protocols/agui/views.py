@@ -166,6 +166,8 @@ class StreamTokenCreateApi(APIView):
     """``POST /api/v1/agent/runs/{thread_id}/stream-token``: a short-lived token for
     ``EventSource``, which cannot send an Authorization header."""
 
+    api_key_scope = "read"  # the token it issues only reads the thread's stream
+
     def post(self, request: Request, thread_id: uuid.UUID) -> Response:
         thread = thread_get_for_user(user=cast(AbstractBaseUser, request.user), thread_id=thread_id)
         token = stream_token_issue(user=request.user, thread_id=thread.id)
