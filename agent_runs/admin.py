@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from django import forms
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.forms.models import BaseInlineFormSet
 from django.http import HttpRequest, HttpResponse
@@ -31,6 +31,7 @@ from agent_runs.models import (
     UserProfile,
 )
 from agent_runs.services.push import push_deliveries_retry, push_url_check
+from agent_runs.services.tokens import api_tokens_revoke
 from agent_runs.services.webhooks import user_webhook_set
 from agent_runs.timeline import InterruptRecord, timeline_build
 from billing import selectors as billing_selectors
@@ -249,14 +250,32 @@ class InterruptAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
 
 @admin.register(ApiToken)
 class ApiTokenAdmin(admin.ModelAdmin):
-    list_display = ("prefix", "user", "created_at", "last_used_at")
-    search_fields = ("user__username", "prefix")
-    readonly_fields = ("prefix", "created_at", "last_used_at")
+    """API keys: listed, renamed and revoked here (``Revoke``, an action), never shown."""
+
+    list_display = (
+        "name",
+        "prefix",
+        "user",
+        "scopes",
+        "created_at",
+        "last_used_at",
+        "expires_at",
+        "revoked_at",
+    )
+    list_filter = ("scopes", ("revoked_at", admin.EmptyFieldListFilter))
+    search_fields = ("user__username", "prefix", "name")
+    readonly_fields = ("prefix", "scopes", "created_at", "last_used_at", "expires_at", "revoked_at")
     list_select_related = ("user",)
+    actions = ("revoke",)
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         # Tokens are made by `manage.py create_api_token`, which shows the key once.
         return False
+
+    @admin.action(description="Revoke the selected API keys", permissions=["change"])
+    def revoke(self, request: HttpRequest, queryset: Any) -> None:
+        count = api_tokens_revoke(tokens=queryset)
+        self.message_user(request, f"{count} API key(s) revoked.", messages.SUCCESS)
 
 
 class UserProfileForm(forms.ModelForm):

@@ -1,9 +1,10 @@
-"""The threads-and-runs REST routes and the interrupts' list (mounted at api/v1/agent/ by
-agent_runs/urls.py). GET runs/<run_id> sits beside urls.py's POST runs and
-runs/<run_id>/cancel: no path is both."""
+"""The threads-and-runs REST routes, the interrupts' list and the caller's API keys (mounted
+at api/v1/agent/ by agent_runs/urls.py). GET runs/<run_id> sits beside urls.py's POST runs
+and runs/<run_id>/cancel: no path is both."""
 
 from django.urls import path
 
+from agent_runs.protocols.agui.key_views import ApiKeyListApi
 from agent_runs.protocols.agui.thread_views import (
     InterruptDetailApi,
     InterruptListApi,
@@ -20,4 +21,5 @@ urlpatterns = [
     path("runs/<str:run_id>", RunDetailApi.as_view(), name="run-detail"),
     path("interrupts", InterruptListApi.as_view(), name="interrupt-list"),
     path("interrupts/<str:interrupt_id>", InterruptDetailApi.as_view(), name="interrupt-detail"),
+    path("keys", ApiKeyListApi.as_view(), name="key-list"),
 ]
