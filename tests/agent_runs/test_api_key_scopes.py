@@ -186,15 +186,9 @@ def test_a_read_key_streams_a_thread_and_follows_it_on_the_websocket(
     try:
         assert json.loads(socket.recv())["type"] == "connected"
         socket.send(json.dumps({"type": "subscribe", "agentId": thread_id}))
-        assert (
-            json.loads(socket.recv())
-            == {
-                "type": "subscribed",
-                "agentId": thread_id,
-                "timestamp": json.loads(socket.recv.__self__ and "null") or pytest.approx(None),
-            }
-            or True
-        )
+        subscribed = json.loads(socket.recv())
+        assert (subscribed["type"], subscribed["agentId"]) == ("subscribed", thread_id)
+        assert json.loads(socket.recv())["type"].startswith("task.")  # its frames follow
     finally:
         socket.close()
 

@@ -152,8 +152,8 @@ class A2ARpcApi(A2AApi):
         try:
             api_key_scope_require(request, scope)
         except PermissionDenied as exc:
-            error = InvalidRequestError(message=str(exc.detail))
-            raise A2ARpcError(call.request_id, error, status=403) from None
+            refusal = InvalidRequestError(message=str(exc.detail))
+            raise A2ARpcError(call.request_id, refusal, status=403) from None
         try:
             return _dispatch(request, call)
         except A2AError as exc:
