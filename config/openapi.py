@@ -225,3 +225,33 @@ def channels_routes_add(
     components.setdefault("schemas", {})["AgUiEvent"] = AGUI_EVENT_SCHEMA
     result.setdefault("paths", {}).update(CHANNELS_PATHS)
     return result
+
+
+# The API keys' scopes (agent_runs/authentication.py, ApiKeyScopes) ---------------------------
+
+LACKS_WRITE = "An API key without the `write` scope"
+# The operations other than GETs that a key with only the read scope may call.
+READ_OPERATIONS = frozenset({"runs_stream_token_create"})
+
+
+def api_key_scope_responses_add(
+    result: dict[str, Any], generator: Any, request: Any, public: bool
+) -> dict[str, Any]:
+    """drf-spectacular postprocessing hook: every operation but the GETs (and
+    ``READ_OPERATIONS``) lists the ``403`` of a read-only API key, in the shape of its own
+    ``401`` (each protocol's error shape)."""
+    for item in result.get("paths", {}).values():
+        for method, operation in item.items():
+            if method in ("get", "head", "options"):
+                continue
+            if operation.get("operationId") in READ_OPERATIONS:
+                continue
+            responses = operation.setdefault("responses", {})
+            if "403" in responses:
+                described = responses["403"].get("description", "")
+                responses["403"]["description"] = (
+                    f"{described}; or {LACKS_WRITE[0].lower()}{LACKS_WRITE[1:]}"
+                )
+            elif "401" in responses:
+                responses["403"] = {**responses["401"], "description": LACKS_WRITE}
+    return result

@@ -374,6 +374,7 @@ SPECTACULAR_SETTINGS = {
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "config.openapi.channels_routes_add",
+        "config.openapi.api_key_scope_responses_add",
     ],
 }
 

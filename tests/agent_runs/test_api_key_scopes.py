@@ -127,6 +127,19 @@ def test_a_read_key_is_refused_every_operation_but_reads_on_every_protocol(
     } <= set(answered)
 
 
+def test_the_schema_lists_the_403_of_a_read_key_on_every_operation_that_writes(client):
+    schema = client.get("/api/schema/?format=json").json()
+    listed = {
+        operation["operationId"]: "403" in operation["responses"]
+        for item in schema["paths"].values()
+        for method, operation in item.items()
+        if method != "get" and operation["operationId"] not in READ_BY_POST
+    }
+    assert listed and all(listed.values()), listed
+    answer = schema["paths"]["/api/v1/agent/interrupts/{interrupt_id}"]["post"]["responses"]
+    assert answer["403"]["description"] == "An API key without the `write` scope"
+
+
 def test_a_refusal_keeps_each_protocol_s_error_shape(alice_reader, alices_thread):
     reader = bearer(alice_reader)
 
