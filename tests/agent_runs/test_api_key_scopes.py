@@ -146,7 +146,12 @@ def test_a_refusal_keeps_each_protocol_s_error_shape(alice_reader, alices_thread
     agui = reader.post("/api/v1/agent/runs", run_input(), format="json")
     assert agui.json() == {"detail": LACKS_WRITE}
     openai = reader.post("/openai/v1/responses", {"model": "x", "input": "hi"}, format="json")
-    assert openai.json()["error"]["type"] == "permission_error"
+    assert openai.json()["error"] == {
+        "message": LACKS_WRITE,
+        "type": "permission_error",
+        "param": None,
+        "code": "permission_denied",
+    }
     agent_api = reader.post("/api/v1/agent/process", {}, format="json")
     assert agent_api.json() == {"error": {"code": "permission_denied", "message": LACKS_WRITE}}
     for path in ("/api/tasks", "/ap/v1/agent/tasks"):
