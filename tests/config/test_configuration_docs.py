@@ -12,7 +12,7 @@ SETTINGS = ROOT / "config" / "settings.py"
 CONFIGURATION_DOC = ROOT / "docs" / "configuration.md"
 
 # config/env.py's typed readers: each takes the variable's name first.
-ENV_READERS = {"env_str", "env_bool", "env_int", "env_float", "env_list"}
+ENV_READERS = {"env_str", "env_bool", "env_int", "env_float", "env_list", "env_decimal"}
 # Reads of os.environ (or a name bound to it): environ.get(...), environ.setdefault(...).
 ENVIRON_METHODS = {"get", "setdefault", "pop"}
 # A variable in the documentation: `NAME` in the first cell of a table row.
