@@ -105,6 +105,13 @@ MODEL_CALL_LATENCY = Histogram(
     registry=WORKER_REGISTRY,
 )
 
+# --- Rate limits (the web processes; agent_runs/services/rate_limits.py) ---
+RATE_LIMITER_UNAVAILABLE = Counter(
+    "rate_limiter_unavailable",
+    "Runs taken without counting them in RATE_LIMIT_RUNS's window: Redis was unreachable.",
+    registry=WEB_REGISTRY,
+)
+
 # --- HTTP (the web processes; ops.middleware) ---
 HTTP_REQUESTS = Counter(
     "http_requests",

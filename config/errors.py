@@ -8,3 +8,5 @@ class DomainError(Exception):
 
     code = "invalid_request"
     status = 400
+    # HTTP headers its answer carries, in any protocol's shape (a rate limit's Retry-After).
+    headers: dict[str, str] | None = None

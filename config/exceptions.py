@@ -34,7 +34,7 @@ _CODES = {404: "not_found", 405: "method_not_allowed", 413: "payload_too_large"}
 
 def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     if isinstance(exc, DomainError):
-        return Response({"detail": str(exc)}, status=exc.status)
+        return Response({"detail": str(exc)}, status=exc.status, headers=exc.headers)
     return exception_handler(exc, context)
 
 

@@ -244,6 +244,14 @@ AGENT_API_TOKEN_CACHE_SECONDS = env_float("AGENT_API_TOKEN_CACHE_SECONDS", 5.0, 
 # --- billing (billing/) ---------------------------------------------------------------------
 # The currency of a provider's own cost for a model with no catalog entry to name one.
 BILLING_DEFAULT_CURRENCY = env_str("BILLING_DEFAULT_CURRENCY", "USD")
+# Rate limits per user on creating runs (docs/operations.md, "Rate limits"): runs per window
+# ("60/minute"; empty, none) and runs active at once (0, none), with the Retry-After a user
+# over the second is told.
+RATE_LIMIT_RUNS = env_str("RATE_LIMIT_RUNS", "")
+MAX_ACTIVE_RUNS_PER_USER = env_int("MAX_ACTIVE_RUNS_PER_USER", 0, minimum=0)
+RATE_LIMIT_ACTIVE_RETRY_SECONDS = env_int("RATE_LIMIT_ACTIVE_RETRY_SECONDS", 5, minimum=1)
+# Where the window is counted (empty: REDIS_URL).
+RATE_LIMIT_STORAGE_URL = env_str("RATE_LIMIT_STORAGE_URL", "")
 # Spending limits, in that currency, of users without a budget of their own (docs/billing.md,
 # "Budgets"): empty, none.
 BUDGET_DEFAULT_DAILY = env_decimal("BUDGET_DEFAULT_DAILY")

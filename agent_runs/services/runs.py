@@ -28,6 +28,7 @@ from agent_runs.selectors.messages import thread_message_ids_known
 from agent_runs.services.interrupts import interrupts_close, turn_answers_check
 from agent_runs.services.messages import MessageDraft, messages_append
 from agent_runs.services.queue import run_enqueue
+from agent_runs.services.rate_limits import rate_limits_on, run_rate_check
 from attachments.models import Attachment
 from attachments.schemas import user_message_attachments_metadata
 from attachments.selectors import attachment_from_signed_url
@@ -104,6 +105,8 @@ def run_create(
     """
     options = options or RunOptions()
     budget_check(user_id=user.pk)
+    if rate_limits_on() and not _is_retry(user=user, run_input=run_input):
+        run_rate_check(user_id=user.pk, adds_active=not run_input.continues_reply)
     _client_tools_check(run_input)
     snapshot = run_input.snapshot()
     images = _binary_blocks_resolve(user=user, snapshot=snapshot)
@@ -404,6 +407,14 @@ def _binary_blocks_resolve(*, user: AbstractBaseUser, snapshot: dict[str, Any]) 
             "path": image.path,
         }
     return images
+
+
+def _is_retry(*, user: AbstractBaseUser, run_input: RunAgentInput) -> bool:
+    """Whether the caller's thread has this run already (a retry answers it, whatever the
+    limits say now)."""
+    return Run.objects.filter(
+        thread_id=run_input.thread_id, thread__owner_id=user.pk, run_id=run_input.run_id
+    ).exists()
 
 
 def _client_tools_check(run_input: RunAgentInput) -> None:

@@ -38,21 +38,30 @@ def error_body(request_id: RequestId, error: A2AError | JSONRPCError) -> dict[st
 class A2ARpcError(Exception):
     """An A2A error raised with the id of the request it answers; ``status``: the HTTP
     status, 200 but for a refusal of the caller's credentials (an API key's 403), which
-    keeps its HTTP status as a 401 does."""
+    keeps its HTTP status as a 401 does, and a rate limit's 429 (with ``headers``: its
+    ``Retry-After``)."""
 
     def __init__(
-        self, request_id: RequestId, error: A2AError | JSONRPCError, *, status: int = 200
+        self,
+        request_id: RequestId,
+        error: A2AError | JSONRPCError,
+        *,
+        status: int = 200,
+        headers: dict[str, str] | None = None,
     ) -> None:
         super().__init__(str(error))
         self.request_id = request_id
         self.error = error
         self.status = status
+        self.headers = headers
 
 
 def render(exc: Exception, context: dict[str, Any]) -> Response | None:
     """The JSON-RPC error response for ``exc`` (``None``: a server error, left to Django)."""
     if isinstance(exc, A2ARpcError):
-        return Response(error_body(exc.request_id, exc.error), status=exc.status)
+        return Response(
+            error_body(exc.request_id, exc.error), status=exc.status, headers=exc.headers
+        )
     if isinstance(exc, A2AError):
         return Response(error_body(None, exc))
     if isinstance(exc, Http404 | exceptions.NotFound):

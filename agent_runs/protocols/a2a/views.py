@@ -88,6 +88,7 @@ from agent_runs.run_input import RunAgentInput
 from agent_runs.selectors.runs import session_thread_id
 from agent_runs.services.lifecycle import run_cancel
 from agent_runs.services.push import push_url_check
+from agent_runs.services.rate_limits import RateLimited
 from agent_runs.services.runs import RunOptions, TurnRule, run_create
 from config.errors import DomainError
 
@@ -165,6 +166,11 @@ class A2ARpcApi(A2AApi):
             # follow-up's conflict, as for a task that is not waiting for input.
             raise A2ARpcError(
                 call.request_id, UnsupportedOperationError(message=str(exc))
+            ) from None
+        except RateLimited as exc:
+            refusal = InvalidRequestError(message=str(exc))
+            raise A2ARpcError(
+                call.request_id, refusal, status=exc.status, headers=exc.headers
             ) from None
         except DomainError as exc:
             error = InvalidParamsError(message=str(exc)) if exc.status < 500 else InternalError()

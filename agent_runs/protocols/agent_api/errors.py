@@ -45,7 +45,7 @@ def render(exc: Exception, context: dict[str, Any]) -> Response | None:
     """The error response for ``exc`` in the protocol's shape (``None``: a server error,
     left to Django)."""
     if isinstance(exc, DomainError):
-        return Response(error_body(exc.code, str(exc)), status=exc.status)
+        return Response(error_body(exc.code, str(exc)), status=exc.status, headers=exc.headers)
     if isinstance(exc, Http404 | exceptions.NotFound):
         message = getattr(context.get("view"), "not_found", "not found")
         return Response(error_body("not_found", message), status=404)

@@ -107,7 +107,7 @@ def render(exc: Exception, context: dict[str, Any]) -> Response | None:
     headers: dict[str, str] = {}
     if isinstance(exc, DomainError):
         status, body = error_answer(exc)
-        return Response(body, status=status)
+        return Response(body, status=status, headers=exc.headers)
     if isinstance(exc, Http404 | exceptions.NotFound):
         view = context.get("view")
         status, message = 404, getattr(view, "not_found", "not found")

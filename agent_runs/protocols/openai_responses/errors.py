@@ -181,8 +181,9 @@ def render(exc: Exception, context: dict[str, Any]) -> Response | None:
         status, body = error_answer(exc)
         # The SDK retries a 409 at once, twice, and a 429 later: a conflict stays one, and
         # a budget stays reached until its period resets.
-        headers = {"x-should-retry": "false"} if status in (409, 429) else None
-        return Response(body, status=status, headers=headers)
+        stay = status == 409 or exc.code == _BUDGET_EXCEEDED
+        headers = {**(exc.headers or {}), **({"x-should-retry": "false"} if stay else {})}
+        return Response(body, status=status, headers=headers or None)
     if isinstance(exc, Http404 | exceptions.NotFound):
         return Response(error_body(404, "Not found.", code="not_found"), status=404)
     response = exception_handler(exc, context)
