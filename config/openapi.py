@@ -255,3 +255,59 @@ def api_key_scope_responses_add(
             elif "401" in responses:
                 responses["403"] = {**responses["401"], "description": LACKS_WRITE}
     return result
+
+
+# Budgets and rate limits (billing/budgets.py, agent_runs/services/rate_limits.py) ----------
+
+# The operations that create runs, and so may be refused for a budget reached (402) or a
+# rate limit (429, with Retry-After); A2A says a budget in a JSON-RPC error (HTTP 200), and
+# OpenAI Responses says both as its 429.
+RUN_CREATING_OPERATIONS = frozenset(
+    {
+        "runs_create",
+        "agui_run",
+        "agent_api_process",
+        "ap_tasks_create",
+        "ap_v1_tasks_create",
+        "ap_v1_steps_execute",
+        "openai_responses_create",
+        "a2a_jsonrpc",
+    }
+)
+_NO_402 = frozenset({"openai_responses_create", "a2a_jsonrpc"})
+BUDGET_REACHED = "A spending limit of the caller's budget is reached (docs/billing.md)"
+RATE_LIMITED = (
+    "Over a rate limit: runs per window, or runs active at once; `Retry-After` says when to "
+    "try again (docs/operations.md)"
+)
+_RETRY_AFTER = {
+    "Retry-After": {
+        "description": "Seconds until a run would be taken.",
+        "schema": {"type": "integer", "minimum": 1},
+    }
+}
+
+
+def run_limit_responses_add(
+    result: dict[str, Any], generator: Any, request: Any, public: bool
+) -> dict[str, Any]:
+    """drf-spectacular postprocessing hook: each operation that creates runs lists the
+    ``402`` of a budget reached and the ``429`` of a rate limit, in the shape of its own
+    ``401`` (each protocol's error shape)."""
+    for item in result.get("paths", {}).values():
+        for operation in item.values():
+            if not isinstance(operation, dict):
+                continue
+            if operation.get("operationId") not in RUN_CREATING_OPERATIONS:
+                continue
+            responses = operation.setdefault("responses", {})
+            shape = responses.get("401")
+            if shape is None:
+                continue
+            if operation["operationId"] not in _NO_402:
+                responses.setdefault("402", {**shape, "description": BUDGET_REACHED})
+            limited = "; or a budget reached" if operation["operationId"] in _NO_402 else ""
+            responses.setdefault(
+                "429", {**shape, "description": RATE_LIMITED + limited, "headers": _RETRY_AFTER}
+            )
+    return result

@@ -383,6 +383,7 @@ SPECTACULAR_SETTINGS = {
         "drf_spectacular.hooks.postprocess_schema_enums",
         "config.openapi.channels_routes_add",
         "config.openapi.api_key_scope_responses_add",
+        "config.openapi.run_limit_responses_add",
     ],
 }
 
