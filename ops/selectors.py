@@ -6,7 +6,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
-from typing import Any
+from typing import Any, cast
 
 import redis
 from django.conf import settings
@@ -38,7 +38,8 @@ def probe_redis() -> redis.Redis:
 def queue_depth() -> int:
     """Jobs waiting in the runs queue (RedisError when Redis does not answer)."""
     client = probe_redis()
-    return int(client.llen(Queue(settings.AGENT_RUNS_QUEUE, connection=client).key))
+    # The synchronous client answers an int (redis-py types each command for both clients).
+    return int(cast(int, client.llen(Queue(settings.AGENT_RUNS_QUEUE, connection=client).key)))
 
 
 def workers_beating() -> int:

@@ -3,6 +3,8 @@ a connection of its own, which goes back to the pool clean however the read ends
 
 import asyncio
 import uuid
+from collections.abc import Awaitable
+from typing import cast
 
 import pytest
 import redis
@@ -55,7 +57,7 @@ def test_a_read_stopped_midway_leaves_no_reply_for_the_pools_next_command(keys):
         hub.task.cancel()
         await asyncio.gather(hub.task, return_exceptions=True)
         # The pool's next command gets its own reply at once, not the read's, 5 s on.
-        pong = await asyncio.wait_for(hub.client.ping(), 1)
+        pong = await asyncio.wait_for(cast(Awaitable[bool], hub.client.ping()), 1)
         await hub.client.aclose()
         return bool(pong)
 

@@ -5,7 +5,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import redis
@@ -43,7 +43,7 @@ def hub_reads(client: redis.Redis) -> int:
     db = str(client.connection_pool.connection_kwargs.get("db", 0))
     return sum(
         1
-        for entry in client.client_list()
+        for entry in cast(list[dict[str, Any]], client.client_list())
         if entry.get("name") == HUB_CLIENT_NAME
         and "b" in entry.get("flags", "")
         and str(entry.get("db")) == db
