@@ -3,6 +3,7 @@
 without one); what they spent in one is the sum of their usage records' costs made in it
 (a call of unknown cost counts as zero, and is counted apart)."""
 
+import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, tzinfo
 from decimal import Decimal
@@ -50,7 +51,32 @@ class Period:
 
 
 def user_limits(*, user_id: Any) -> Limits:
-    """The user's own budget, else the defaults of the settings."""
+    """The user's own budget, else the defaults of the settings. Every run reads it twice
+    (as it is created, and as its job starts): it is kept in the process for
+    ``LIMITS_KEPT_SECONDS`` (a budget saved here is read anew at once, ``limits_forget``;
+    in other processes within that time)."""
+    now = time.monotonic()
+    kept = _kept.get(user_id)
+    if kept is not None and now - kept[0] < LIMITS_KEPT_SECONDS:
+        return kept[1]
+    limits = _limits_read(user_id)
+    if len(_kept) >= _KEPT_MAX:
+        _kept.clear()
+    _kept[user_id] = (now, limits)
+    return limits
+
+
+def limits_forget(*, user_id: Any) -> None:
+    """Read the user's limits anew next time (their budget changed)."""
+    _kept.pop(user_id, None)
+
+
+LIMITS_KEPT_SECONDS = 5.0
+_KEPT_MAX = 10_000
+_kept: dict[Any, tuple[float, Limits]] = {}
+
+
+def _limits_read(user_id: Any) -> Limits:
     budget = Budget.objects.filter(user_id=user_id).values("daily_limit", "monthly_limit").first()
     if budget is not None:
         return Limits(daily=budget["daily_limit"], monthly=budget["monthly_limit"])

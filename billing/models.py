@@ -1,6 +1,8 @@
 """Usage records (one per model call) and the pricing catalog
 (docs/spec/sse-events-and-usage.md, section 5)."""
 
+from typing import Any
+
 from django.conf import settings
 from django.db import models
 from django.utils import timezone
@@ -260,3 +262,20 @@ class Budget(models.Model):
 
     def __str__(self) -> str:
         return f"budget of {self.user_id}"
+
+    # Saved or deleted here, the user's limits are read anew at once in this process
+    # (billing/budgets.py keeps them a few seconds).
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        super().save(*args, **kwargs)
+        _limits_forget(self.user_id)
+
+    def delete(self, *args: Any, **kwargs: Any) -> Any:
+        deleted = super().delete(*args, **kwargs)
+        _limits_forget(self.user_id)
+        return deleted
+
+
+def _limits_forget(user_id: Any) -> None:
+    from billing.budgets import limits_forget  # budgets reads this module's models
+
+    limits_forget(user_id=user_id)

@@ -196,6 +196,9 @@ class RunTurn:
         return UsageLog(stage=stage, before_call=self._spend_check)
 
     async def _spend_check(self) -> None:
+        # The calls before this one are recorded first (their records are written on a
+        # database thread as each ends): the spend counts every call the run has made.
+        await self.emitter.flush_async()
         await db(budget_check, user_id=self.run.thread.owner_id, limits=self.limits)
 
     def record_usage(self, usage_log: UsageLog) -> None:

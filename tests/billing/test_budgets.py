@@ -130,11 +130,12 @@ def test_a_run_is_refused_once_a_limit_is_reached_and_nothing_is_written(alice, 
     runs = Run.objects.count()
 
     refused = post_run(alice, run_input())
-    monthly = Budget.objects.filter(user=user).update(daily_limit=None, monthly_limit=1)
+    budget = Budget.objects.get(user=user)
+    budget.daily_limit, budget.monthly_limit = None, Decimal(1)
+    budget.save()  # read anew at once in this process (elsewhere within seconds)
 
     assert refused.status_code == 402
     assert refused.json() == {"detail": "budget exceeded: the daily limit of 1.50 USD is reached"}
-    assert monthly == 1
     again = post_run(alice, run_input())
     assert again.status_code == 402
     assert again.json()["detail"] == "budget exceeded: the monthly limit of 1.00 USD is reached"
@@ -239,3 +240,20 @@ def test_runs_in_flight_at_the_edge_overspend_by_at_most_one_call_each(
         assert [r.stage for r in UsageRecord.objects.filter(run=run)] == ["router"]
     spent = sum(r.cost for r in UsageRecord.objects.filter(user=user) if r.cost is not None)
     assert spent == Decimal("0.42") <= Decimal("0.20") + 2 * Decimal("0.21")
+
+
+def test_a_users_limits_are_kept_a_few_seconds_and_read_anew_once_saved(
+    alice_token, django_assert_num_queries, monkeypatch
+):
+    from billing import budgets
+
+    user = alice()
+    first = budgets.user_limits(user_id=user.pk)
+    with django_assert_num_queries(0):
+        assert budgets.user_limits(user_id=user.pk) == first  # kept: no query
+    budget = Budget.objects.create(user=user, daily_limit=Decimal("2"))  # saved: forgotten
+    assert budgets.user_limits(user_id=user.pk).daily == Decimal("2")
+    Budget.objects.filter(pk=budget.pk).update(daily_limit=Decimal("3"))  # no save: kept
+    assert budgets.user_limits(user_id=user.pk).daily == Decimal("2")
+    monkeypatch.setattr(budgets, "LIMITS_KEPT_SECONDS", 0.0)  # once the time has passed
+    assert budgets.user_limits(user_id=user.pk).daily == Decimal("3")
