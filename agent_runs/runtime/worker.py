@@ -32,9 +32,10 @@ import inspect
 import logging
 import os
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from http.server import ThreadingHTTPServer
-from typing import Any
+from typing import Any, TypeVar
 
 from django.conf import settings
 from django.db import DatabaseError, close_old_connections
@@ -64,6 +65,7 @@ from agent_runs.services.push import push_deliveries_enqueue_due
 from agent_runs.services.workers import worker_beat, worker_beat_end, worker_beats_prune
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 # The rows of workers that died without a clean stop are deleted after this long.
 _DEAD_WORKER_ROWS_KEPT = datetime.timedelta(days=1)
@@ -335,35 +337,30 @@ class RunWorker(SimpleWorker):
         self._recover()
 
     def _recover(self) -> None:
-        # A sweep comes after a quiet spell: on a connection the pool has checked (the one
-        # kept may have died with a database restart), and a failure is the next sweep's.
+        """The sweeps: lost runs, expired interrupts, due push deliveries. A sweep comes
+        after a quiet spell: on a connection the pool has checked (the one kept may have
+        died with a database restart); each that fails is the next sweep's, and the others
+        still run."""
         close_old_connections()
-        try:
-            failed, enqueued = runs_recover()
-        except (DatabaseError, RedisError):
-            logger.warning(
-                "the sweep for lost runs failed; the next one tries again", exc_info=True
-            )
-            close_old_connections()
-            return
-        if failed or enqueued:
-            logger.info("recovered runs: %d failed, %d enqueued again", failed, enqueued)
-        try:
-            expired = interrupts_expire()
-        except DatabaseError:
-            logger.warning("the sweep for expired interrupts failed", exc_info=True)
-            close_old_connections()
-            return
+        recovered = _sweep("lost runs", runs_recover)
+        if recovered is not None and any(recovered):
+            logger.info("recovered runs: %d failed, %d enqueued again", *recovered)
+        expired = _sweep("expired interrupts", interrupts_expire)
         if expired:
             logger.info("interrupts expired: %d (their threads take new messages again)", expired)
-        try:
-            pushes = push_deliveries_enqueue_due()
-        except DatabaseError:
-            logger.warning("the sweep for due push deliveries failed", exc_info=True)
-            close_old_connections()
-            return
+        pushes = _sweep("due push deliveries", push_deliveries_enqueue_due)
         if pushes:
             logger.info("push deliveries due: %d enqueued", pushes)
+
+
+def _sweep(what: str, sweep: Callable[[], T]) -> T | None:
+    """One sweep's result; ``None`` when it failed (logged, its connection given back)."""
+    try:
+        return sweep()
+    except (DatabaseError, RedisError):
+        logger.warning("the sweep for %s failed; the next one tries again", what, exc_info=True)
+        close_old_connections()
+        return None
 
 
 def _cancelled(held: HeldJob) -> BaseException:
