@@ -17,6 +17,7 @@ run's ids ride in the same context (``_RUN_IDS``), and a span processor writes t
 every span started in it.
 """
 
+import asyncio
 from collections.abc import Iterator
 from contextlib import contextmanager
 from decimal import Decimal
@@ -35,6 +36,7 @@ RUN_ID = "agent_run.run_id"
 THREAD_ID = "agent_run.thread_id"
 STAGE = "agent_run.stage"
 STATUS = "agent_run.status"
+JOB_STOPPED = "agent_run.job_stopped"
 COST = "gen_ai.usage.cost"
 COST_CURRENCY = "gen_ai.usage.cost_currency"
 COST_SOURCE = "gen_ai.usage.cost_source"
@@ -99,6 +101,10 @@ def run_span(run: "Run", *, job_id: str | None) -> Iterator["Span | None"]:
     token = context.attach(trace.set_span_in_context(span, root))
     try:
         yield span
+    except asyncio.CancelledError:
+        # Its job was stopped: the run was cancelled (or failed, with its RUN_ERROR).
+        span.set_attribute(JOB_STOPPED, True)
+        raise
     except BaseException as exc:
         span.record_exception(exc)
         span.set_status(trace.StatusCode.ERROR, type(exc).__name__)

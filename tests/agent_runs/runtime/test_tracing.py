@@ -190,11 +190,13 @@ def test_a_run_is_a_trace_of_its_stages_model_calls_and_tool_call_linked_to_its_
     assert tool["attributes"]["gen_ai.tool.call.id"] == "call_1"
     assert json.loads(tool["attributes"]["gen_ai.tool.call.arguments"]) == {"days": 3}
     assert tool["scope"] == "agentscope"
-    # Under the worker stage (AgentScope's span of the agent's reply between them).
-    parents = {span["span_id"]: span for span in trace}
-    ancestor = parents[tool["parent_id"]]
-    while ancestor["name"] != "stage worker":
-        ancestor = parents[ancestor["parent_id"]]
+    # Under AgentScope's span of the worker agent's reply, under the worker stage.
+    spans = {span["span_id"]: span for span in trace}
+    chain, parent_id = [], tool["parent_id"]
+    while parent_id:
+        chain.append(spans[parent_id]["name"])
+        parent_id = spans[parent_id]["parent_id"]
+    assert chain == ["invoke_agent worker", "stage worker", "agent_run"]
 
 
 def _request_spans(collector: OtlpReceiver) -> list[dict[str, Any]]:
@@ -240,3 +242,55 @@ def test_with_the_variable_unset_a_worker_runs_a_run_and_loads_nothing_of_the_sd
     assert run.status == Run.Status.COMPLETED, run.error
     assert "trace_context" not in run.request
     assert loaded == {"sdk_beyond_redis": [], "tracing": []}
+
+
+def test_runs_that_one_worker_holds_at_once_are_traces_that_never_mix(
+    alice_token: str, redis_queue: Any
+) -> None:
+    with OtlpReceiver() as collector, FakeOpenAI() as fake:
+        fake.delay = 0.5  # each model call: both runs are in the middle of theirs together
+        env = {
+            **fake_model_env(fake),
+            "OTEL_EXPORTER_OTLP_ENDPOINT": collector.endpoint,
+            "OTEL_BSP_SCHEDULE_DELAY": "100",
+        }
+        with serving(**env) as port:
+            bodies = [run_input(), run_input()]
+            for body in bodies:
+                posted = httpx.post(
+                    f"http://127.0.0.1:{port}/api/v1/agent/runs",
+                    json=body,
+                    headers={"Authorization": f"Bearer {alice_token}"},
+                    timeout=30,
+                )
+                assert posted.status_code == 202, posted.text
+            run_ids = [body["runId"] for body in bodies]
+            wait_for(
+                lambda: Run.objects.filter(run_id__in=run_ids, status="completed").count() == 2,
+                seconds=90,
+            )
+            wait_for(lambda: len(collector.named("agent_run")) == 2, seconds=30)
+            wait_for(lambda: len(collector.named("chat gpt-test")) == 4, seconds=30)
+    first, second = sorted(collector.named("agent_run"), key=lambda span: span["start"])
+    assert second["start"] < first["end"]  # at once, on the worker's one loop
+    assert first["trace_id"] != second["trace_id"]
+    for run_span in (first, second):
+        run_id = run_span["attributes"]["agent_run.run_id"]
+        trace = [span for span in collector.spans if span["trace_id"] == run_span["trace_id"]]
+        assert {span["attributes"]["agent_run.run_id"] for span in trace} == {run_id}
+        spans = {span["span_id"]: span for span in trace}
+        for span in trace:  # each span's parent is in its own run's trace
+            assert span is run_span or span["parent_id"] in spans, span["name"]
+        stage_parents = {span["parent_id"] for span in trace if span["name"].startswith("stage ")}
+        assert stage_parents == {run_span["span_id"]}
+        calls = sorted(
+            (span for span in trace if span["name"] == "chat gpt-test"),
+            key=lambda span: span["start"],
+        )
+        assert [spans[call["parent_id"]]["name"] for call in calls] == [
+            "stage router",
+            "stage worker",
+        ]
+    assert sorted(span["attributes"]["agent_run.run_id"] for span in (first, second)) == sorted(
+        run_ids
+    )
