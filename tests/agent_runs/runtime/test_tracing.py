@@ -104,6 +104,10 @@ def _value(value: AnyValue) -> Any:
     return getattr(value, kind) if kind else None
 
 
+CLIENT_TRACE_ID, CLIENT_SPAN_ID = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+CLIENT_SPAN = f"00-{CLIENT_TRACE_ID}-{CLIENT_SPAN_ID}-01"
+
+
 def test_a_run_is_a_trace_of_its_stages_model_calls_and_tool_call_linked_to_its_request(
     alice_token: str, redis_queue: Any
 ) -> None:
@@ -120,7 +124,8 @@ def test_a_run_is_a_trace_of_its_stages_model_calls_and_tool_call_linked_to_its_
             posted = httpx.post(
                 f"http://127.0.0.1:{port}/api/v1/agent/runs",
                 json=body,
-                headers={"Authorization": f"Bearer {alice_token}"},
+                # The client's own trace, which the request joins.
+                headers={"Authorization": f"Bearer {alice_token}", "traceparent": CLIENT_SPAN},
                 timeout=30,
             )
             assert posted.status_code == 202, posted.text
@@ -136,6 +141,7 @@ def test_a_run_is_a_trace_of_its_stages_model_calls_and_tool_call_linked_to_its_
 
     [request] = _request_spans(collector)
     assert request["service"] == "agent-run-server"
+    assert (request["trace_id"], request["parent_id"]) == (CLIENT_TRACE_ID, CLIENT_SPAN_ID)
     method = request["attributes"].get(
         "http.request.method", request["attributes"].get("http.method")
     )
