@@ -300,3 +300,17 @@ def test_runs_that_one_worker_holds_at_once_are_traces_that_never_mix(
     assert sorted(span["attributes"]["agent_run.run_id"] for span in (first, second)) == sorted(
         run_ids
     )
+
+
+def test_with_the_variable_unset_daphne_s_application_loads_nothing_of_the_tracing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("OTEL_EXPORTER_OTLP_ENDPOINT", raising=False)
+    code = (
+        "import json, sys\n"
+        "import config.asgi\n"
+        "print(json.dumps(sorted(name for name in sys.modules if name.startswith(("
+        "'opentelemetry.sdk.trace', 'opentelemetry.exporter', 'opentelemetry.instrumentation'"
+        ")))))\n"
+    )
+    assert probe(code) == []
