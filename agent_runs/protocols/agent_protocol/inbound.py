@@ -44,7 +44,10 @@ class SpecStepUpdate(_Body):
 
 
 class OfficialTaskCreate(_Body):
-    input: StrictStr | None = Field(default=None, max_length=MAX_TASK_CHARS)
+    # Not only blanks, when given (``task_text_check``).
+    input: StrictStr | None = Field(
+        default=None, max_length=MAX_TASK_CHARS, json_schema_extra={"pattern": r"\S"}
+    )
     additional_input: dict[str, Any] | None = None
 
 
