@@ -315,16 +315,15 @@ def run_limit_responses_add(
 
 # What every JSON body may hold (agent_runs/json_input.py) ------------------------------------
 
-# No NUL (PostgreSQL's text and jsonb refuse it) and no lone surrogate (UTF-8 cannot encode
-# one); a surrogate pair sent as two escapes is the one character it spells, and passes. As
-# JSON Schema reads a pattern (ECMA-262 with the "u" flag) and as Python's re does, a range of
-# surrogates matches lone ones only.
-STORABLE_TEXT = "^[^\\u0000\\ud800-\\udfff]*$"
+# No NUL: PostgreSQL's text and jsonb refuse it. (Nor a lone surrogate, which UTF-8 cannot
+# encode: no JSON Schema string holds one, I-JSON forbids them, and the description says so.)
+STORABLE_TEXT = "^[^\\u0000]*$"
 STORABLE_JSON = {
     "description": (
-        "Any JSON value whose strings and keys hold no NUL (U+0000) and no lone surrogate, "
-        "nested at most 64 levels (agent_runs/json_input.py): every JSON body is refused "
-        "otherwise, in its protocol's error shape."
+        "Any JSON value whose strings and keys hold no NUL (U+0000) and no lone surrogate "
+        "(a surrogate pair sent as two escapes is the one character it spells), nested at most "
+        "64 levels (agent_runs/json_input.py): every JSON body is refused otherwise, in its "
+        "protocol's error shape."
     ),
     "pattern": STORABLE_TEXT,
     "propertyNames": {"pattern": STORABLE_TEXT},
@@ -339,15 +338,20 @@ def storable_json_bodies_add(
 ) -> dict[str, Any]:
     """drf-spectacular postprocessing hook: every JSON request body is also a
     ``StorableJson``, as every JSON body is read (``JsonBodyParser``, the AG-UI runs'
-    parsing)."""
+    parsing); and a body that must hold a property is required."""
     components = result.setdefault("components", {}).setdefault("schemas", {})
     components["StorableJson"] = STORABLE_JSON
     storable = {"$ref": "#/components/schemas/StorableJson"}
     for item in result.get("paths", {}).values():
         for operation in item.values():
-            if not isinstance(operation, dict):
+            if not isinstance(operation, dict) or "requestBody" not in operation:
                 continue
-            content = operation.get("requestBody", {}).get("content", {})
+            body = operation["requestBody"]
+            content = body.get("content", {})
+            # drf-spectacular leaves a body given as a plain schema optional: one that must
+            # hold a property cannot be left out.
+            if any(media.get("schema", {}).get("required") for media in content.values()):
+                body["required"] = True
             for media_type in _JSON_MEDIA_TYPES:
                 if media_type in content:
                     described = content[media_type].get("schema", {})
