@@ -440,6 +440,21 @@ def test_it_rejects_a_nul_character_in_a_key_of_client_data(alice, redis_queue):
     )
 
 
+def test_it_holds_the_resume_it_ignores_to_the_same_rule(alice, redis_queue):
+    # /runs answers no interrupt, but a body is storable JSON in every field (OpenAPI's
+    # StorableJson), ignored or not.
+    body = run_input(resume=[{"interruptId": "int-1", "status": "resolved", "payload": "\u0000"}])
+    response = post_raw(alice, json.dumps(body).encode())
+    assert_rejected(
+        response,
+        422,
+        "invalid RunAgentInput.resume[0].payload: strings must not contain NUL (\\u0000)",
+        redis_queue,
+    )
+    ignored = post_run(alice, run_input(resume=[{"interruptId": "int-1", "status": "resolved"}]))
+    assert "resume" not in assert_accepted(ignored).input
+
+
 @pytest.mark.parametrize(
     "escaped",
     [
