@@ -34,6 +34,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from schemathesis.checks import CHECKS as REGISTERED_CHECKS
 from schemathesis.specs.openapi.checks import positive_data_acceptance
+from schemathesis.specs.openapi.formats import unregister_string_format
 
 from agent_runs.models import AutomationJob, Run
 from agent_runs.protocols.agui.parsing import MAX_USER_TEXT_CHARS
@@ -100,10 +101,10 @@ def alices_thread(alice: Any, redis_queue: Any) -> dict[str, str]:
 
 
 @pytest.fixture
-def server_held_values(fuzzed_port: int, alice_token: str) -> None:
+def server_held_values(fuzzed_port: int, alice_token: str) -> Iterator[None]:
     """The formats and media types the schema names for what the server issued or holds,
     generated from the real thing: signed URLs of two images alice uploaded, the names of two
-    automation jobs, and images of each type an upload may be."""
+    automation jobs (for this test only), and images of each type an upload may be."""
     urls = []
     for image_format, media_type in (("PNG", "image/png"), ("WEBP", "image/webp")):
         uploaded = httpx.post(
@@ -119,6 +120,9 @@ def server_held_values(fuzzed_port: int, alice_token: str) -> None:
     schemathesis.openapi.format(AUTOMATION_JOB_FORMAT, st.sampled_from(jobs))
     for kind in IMAGE_KINDS:
         schemathesis.openapi.media_type(kind.mime_type, images(kind.pillow_format))
+    yield
+    unregister_string_format(ATTACHMENT_URL_FORMAT)
+    unregister_string_format(AUTOMATION_JOB_FORMAT)
 
 
 def images(image_format: str) -> st.SearchStrategy[bytes]:
