@@ -388,6 +388,7 @@ SPECTACULAR_SETTINGS = {
         "config.openapi.channels_routes_add",
         "config.openapi.api_key_scope_responses_add",
         "config.openapi.run_limit_responses_add",
+        "config.openapi.storable_json_bodies_add",
     ],
 }
 

@@ -418,10 +418,15 @@ def _is_retry(*, user: AbstractBaseUser, run_input: RunAgentInput) -> bool:
     ).exists()
 
 
+def client_tool_names_taken() -> list[str]:
+    """The names a client's own tool may not take: the backend tools', and that of the
+    tool through which the worker answers."""
+    return sorted({*system_agents().known_tools, "GenerateStructuredOutput"})
+
+
 def _client_tools_check(run_input: RunAgentInput) -> None:
-    """The client's own tools may not take a backend tool's name (nor the name of the
-    tool through which the worker answers)."""
-    taken = {*system_agents().known_tools, "GenerateStructuredOutput"}
+    """The client's own tools may not take a taken name (``client_tool_names_taken``)."""
+    taken = set(client_tool_names_taken())
     for tool in run_input.tools:
         if tool.name in taken:
             raise ToolNameTaken(tool.name)
