@@ -109,6 +109,7 @@ class ProcessApi(_Api):
             user=user,
             run_input=request_run_input(request=body, thread_id=thread_id),
             options=RunOptions(request=run_request_kept(session_id=session, kept=body.kept())),
+            multitask=body.multitask,
         )
         if body.stream:
             return _stream_of(request, run, after=None)
