@@ -7,7 +7,13 @@ import threading
 import pytest
 
 from agent_runs.models import Run
-from tests.agent_runs.protocols.agent_api.test_process import PROCESS, agent_request, call, model
+from tests.agent_runs.protocols.agent_api.test_process import (
+    PROCESS,
+    Answer,
+    agent_request,
+    call,
+    model,
+)
 from tests.conftest import wait_for
 
 __all__ = ["model"]  # the fixture, used by name
@@ -19,7 +25,7 @@ def test_the_multitask_field_chooses_what_a_request_on_a_busy_session_does(
     alice_token, daphne_port, model
 ):
     model.delay = 30  # the first response's model call outlasts the test
-    first: dict[str, object] = {}
+    first: dict[str, Answer] = {}
 
     def long_request() -> None:
         body = agent_request("A long question", session_id="s1", stream=False)
@@ -29,7 +35,7 @@ def test_the_multitask_field_chooses_what_a_request_on_a_busy_session_does(
     waiting.start()
     wait_for(lambda: model.requests)
 
-    def send(multitask: str, **fields: object) -> object:
+    def send(multitask: str, **fields: object) -> Answer:
         body = agent_request("Now this", session_id="s1", multitask=multitask, **fields)
         return call(daphne_port, "POST", PROCESS, body, token=alice_token, timeout=90)
 
