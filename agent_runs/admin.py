@@ -104,7 +104,7 @@ class RunAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     # tooltip), so that both show at a laptop's width (1280 px) beside the filters.
     list_display = (
         "run",
-        "run_status",
+        "status",
         "created_at",
         "duration",
         "runtime_mode",
@@ -141,13 +141,16 @@ class RunAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
 
     @admin.display(description="run id", ordering="run_id")
     def run(self, run: Run) -> str:
-        return _shortened(run.run_id, 28)
-
-    @admin.display(description="status", ordering="status")
-    def run_status(self, run: Run) -> str:
-        """Its status; a run a multitask ``rollback`` cancelled is marked: its messages are
-        hidden from its owner's conversation, kept here."""
-        return f"{run.status} (rolled back)" if run.rolled_back else run.status
+        shown = _shortened(run.run_id, 28)
+        if not run.rolled_back:
+            return shown
+        # Cancelled by a multitask rollback: its messages are hidden from its owner's
+        # conversation, kept here.
+        return format_html(
+            '{} <span class="rolled-back" title="{}">(rolled back)</span>',
+            shown,
+            "its messages left the conversation (multitask rollback)",
+        )
 
     @admin.display(ordering="thread__owner__username")
     def owner(self, run: Run) -> str:

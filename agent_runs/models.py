@@ -178,8 +178,8 @@ class Run(models.Model):
     continues = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.CASCADE, related_name="continued_by"
     )
-    # The strategy the run was created with on a busy thread ("" when the thread was idle
-    # or the run answers an interrupt): MultitaskStrategy.
+    # The strategy the run was created by (what it did, or would have done, on a busy
+    # thread): MultitaskStrategy; "" for a run that answers an interrupt.
     multitask = models.CharField(max_length=16, choices=MultitaskStrategy.choices, blank=True)
     # Created by ``interrupt`` or ``rollback``: it goes before the thread's runs that are
     # queued and were not (its thread's line is these first, then by id).

@@ -4,19 +4,30 @@ through the REST endpoint ``POST /api/v1/agent/runs`` (``?multitask=`` or the he
 OpenAI-compatible server."""
 
 import json
+import subprocess
+import sys
 import threading
 import uuid
 from functools import partial
 from typing import Any
 
 import pytest
+from django.conf import settings
 from django.test import override_settings
 
 from agent_runs.models import Interrupt, Message, MultitaskStrategy, Run, RunEvent
 from billing.models import UsageRecord
 from tests.agent_runs.concurrency import at_once_behind_lock
 from tests.agent_runs.sse import read_sse
-from tests.conftest import run_input, send, start_worker, stop_process, wait_for, work_burst
+from tests.conftest import (
+    run_input,
+    send,
+    service_env,
+    start_worker,
+    stop_process,
+    wait_for,
+    work_burst,
+)
 from tests.fake_llm import FakeOpenAI
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.integration]
@@ -182,6 +193,26 @@ class Follower:
         ]
 
 
+@pytest.mark.parametrize(("value", "started"), [("Interrupt", True), ("later", False)])
+def test_multitask_default_is_checked_when_the_service_starts(value, started):
+    outcome = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from django.conf import settings; print(settings.MULTITASK_DEFAULT)",
+        ],
+        cwd=settings.BASE_DIR,
+        env={**service_env(MULTITASK_DEFAULT=value), "DJANGO_SETTINGS_MODULE": "config.settings"},
+        capture_output=True,
+    )
+
+    assert (outcome.returncode == 0) is started
+    if started:
+        assert outcome.stdout.strip() == b"interrupt"
+    else:
+        assert b"MULTITASK_DEFAULT must be reject, enqueue, interrupt or rollback" in outcome.stderr
+
+
 def slow_worker(model: FakeOpenAI) -> Any:
     return start_worker(
         AGENT_WORKER_MODEL="openai/gpt-test",
@@ -334,10 +365,13 @@ def test_rollback_hides_the_cancelled_runs_messages_from_history_and_the_model(
     kept = Message.objects.get(run=waiting, role="user")
     assert kept.content == "put a standup in my calendar"
     assert UsageRecord.objects.filter(run=waiting).count() == billed
-    page = staff_client.get("/admin/agent_runs/run/").content.decode()
-    assert "completed (rolled back)" in page
-    listed = staff_client.get("/admin/agent_runs/message/?run__rolled_back__exact=1")
-    listed_ids = listed.context["cl"].result_list.values_list("message_id", flat=True)
+    listed = staff_client.get("/admin/agent_runs/run/?rolled_back__exact=1")
+    assert [run.run_id for run in listed.context["cl"].result_list] == ["run-2"]
+    assert 'run-2 <span class="rolled-back"' in listed.content.decode()
+    page = staff_client.get(f"/admin/agent_runs/run/{waiting.pk}/change/").content.decode()
+    assert "Rolled back" in page
+    messages = staff_client.get("/admin/agent_runs/message/?run__rolled_back__exact=1")
+    listed_ids = messages.context["cl"].result_list.values_list("message_id", flat=True)
     assert kept.message_id in listed_ids
     assert not Message.objects.filter(message_id__in=listed_ids, run__run_id="run-1").exists()
 
@@ -368,3 +402,29 @@ def test_a_strangers_thread_is_404_whatever_the_strategy(alice, bob):
 
     assert response.status_code == 404
     assert Run.objects.get(run_id="run-1").status == Run.Status.QUEUED
+
+
+def test_the_ag_ui_conversation_endpoint_takes_the_strategy_too(alice, redis_queue):
+    thread_id = str(uuid.uuid4())
+    first = {"id": "u1", "role": "user", "content": "first"}
+
+    def turn(run_id: str, *messages: dict[str, Any], query: str = "") -> Any:
+        body = {"threadId": thread_id, "runId": run_id, "messages": list(messages)}
+        path = f"/api/v1/agent/ag-ui{query}"
+        return send(lambda: alice.post(path, body, format="json", HTTP_ACCEPT="application/json"))
+
+    assert turn("run-1", first).status_code == 202  # queued: the thread is busy
+    second = {"id": "u2", "role": "user", "content": "second"}
+    unknown = turn("run-2", first, second, query="?multitask=soon")
+    rejected = turn("run-2", first, second, query="?multitask=reject")
+    interrupting = turn("run-2", first, second, query="?multitask=interrupt")
+    work_burst(redis_queue)
+
+    assert unknown.status_code == 400
+    assert unknown.json() == {"detail": f"multitask {ALLOWED}"}
+    assert rejected.status_code == 409
+    assert interrupting.status_code == 202
+    # Nothing was running: the queued run stays queued, after the new one.
+    runs = dict(Run.objects.values_list("run_id", "status"))
+    assert runs == {"run-1": "completed", "run-2": "completed"}
+    assert started(thread_id) == ["run-2", "run-1"]

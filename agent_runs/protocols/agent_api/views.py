@@ -96,7 +96,7 @@ class ProcessApi(_Api):
         responses={
             (200, "application/json"): RESPONSE_OBJECT,
             (200, "text/event-stream"): STREAM_RESPONSE,
-            **error_responses(400, 401, 404, 415, 422),
+            **error_responses(400, 401, 404, 409, 415, 422),
         },
     )
     def post(self, request: Request) -> HttpResponseBase:
