@@ -237,6 +237,7 @@ def test_interrupt_cancels_the_running_run_and_goes_before_the_queued_ones(
 
             response = post(alice, said("stop, do this", thread_id, "run-3"), "interrupt")
             wait_for(lambda: Run.objects.get(run_id="run-2").status == "completed")
+            wait_for(lambda: model.abandoned)  # its model call was stopped, not waited for
             stopped = len(model.abandoned)
         finally:
             stop_process(worker)
@@ -244,7 +245,7 @@ def test_interrupt_cancels_the_running_run_and_goes_before_the_queued_ones(
     assert response.status_code == 202
     runs = {run.run_id: run for run in Run.objects.all()}
     assert runs["run-1"].status == Run.Status.CANCELLED
-    assert stopped == 1  # its model call was stopped, not waited for
+    assert stopped == 1
     assert runs["run-3"].status == runs["run-2"].status == Run.Status.COMPLETED
     assert started(thread_id) == ["run-1", "run-3", "run-2"]  # before the queued run
     assert runs["run-3"].multitask == "interrupt" and not runs["run-1"].rolled_back
