@@ -102,10 +102,19 @@ class ThreadAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
 class RunAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     # Status and date first after the run, and the long ids cut short (whole in their
     # tooltip), so that both show at a laptop's width (1280 px) beside the filters.
-    list_display = ("run", "status", "created_at", "duration", "runtime_mode", "owner", "thread_id")
+    list_display = (
+        "run",
+        "status",
+        "created_at",
+        "duration",
+        "runtime_mode",
+        "owner",
+        "thread_id",
+    )
     list_display_links = ("run",)
     list_filter = (
         "status",
+        "rolled_back",
         "runtime_mode",
         ("created_at", admin.DateFieldListFilter),
         "thread__owner",
@@ -132,7 +141,16 @@ class RunAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
 
     @admin.display(description="run id", ordering="run_id")
     def run(self, run: Run) -> str:
-        return _shortened(run.run_id, 28)
+        shown = _shortened(run.run_id, 28)
+        if not run.rolled_back:
+            return shown
+        # Cancelled by a multitask rollback: its messages are hidden from its owner's
+        # conversation, kept here.
+        return format_html(
+            '{} <span class="rolled-back" title="{}">(rolled back)</span>',
+            shown,
+            "its messages left the conversation (multitask rollback)",
+        )
 
     @admin.display(ordering="thread__owner__username")
     def owner(self, run: Run) -> str:
@@ -223,11 +241,21 @@ def _json_or_blank(value: Any) -> str:
 
 @admin.register(Message)
 class MessageAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
-    list_display = ("thread", "seq", "role", "message_id", "run", "created_at")
-    list_filter = ("role", ("created_at", admin.DateFieldListFilter), "thread__owner")
+    list_display = ("thread", "seq", "role", "message_id", "run", "rolled_back", "created_at")
+    list_filter = (
+        "role",
+        "run__rolled_back",
+        ("created_at", admin.DateFieldListFilter),
+        "thread__owner",
+    )
     search_fields = ("=thread__id", "run__run_id", "message_id")
     list_select_related = ("thread", "run")
     readonly_fields = [field.name for field in Message._meta.fields]
+
+    @admin.display(description="rolled back", boolean=True)
+    def rolled_back(self, message: Message) -> bool:
+        """Its run was cancelled by a multitask ``rollback``: hidden from the conversation."""
+        return message.run is not None and message.run.rolled_back
 
 
 @admin.register(Interrupt)

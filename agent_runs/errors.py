@@ -302,3 +302,16 @@ class InterruptNotAnApproval(DomainError):
             f"interrupt {json.dumps(interrupt_id)} waits on the client's tool result, "
             "not on an approval"
         )
+
+
+class MultitaskInvalid(DomainError):
+    """A request names a multitask strategy (what a new run does on a busy thread) that is
+    not one of ``MultitaskStrategy``'s."""
+
+    code = "invalid_multitask"
+    status = 400
+
+    def __init__(self, field: str, *, status: int = 400) -> None:
+        super().__init__(f"{field} must be one of: reject, enqueue, interrupt, rollback")
+        self.field = field
+        self.status = status

@@ -211,6 +211,15 @@ AGENT_WORKER_MAX_ITERS = env_int("AGENT_WORKER_MAX_ITERS", 6, minimum=1)
 # How long a run's interrupt (a tool approval, a client tool's result) stays answerable;
 # the sweeper then expires it, and its thread takes new messages again.
 INTERRUPT_TTL_SECONDS = env_int("INTERRUPT_TTL_SECONDS", 86400, minimum=10)
+# What a new run does on a busy thread when its request names no strategy (docs/protocols/
+# multitask.md): "" keeps each entry point's own default; reject, enqueue, interrupt or
+# rollback overrides it for all.
+MULTITASK_DEFAULT = env_str("MULTITASK_DEFAULT", "").strip().lower()
+if MULTITASK_DEFAULT not in ("", "reject", "enqueue", "interrupt", "rollback"):
+    raise ImproperlyConfigured(
+        "MULTITASK_DEFAULT must be reject, enqueue, interrupt or rollback, "
+        f"got {MULTITASK_DEFAULT!r}"
+    )
 # Turn the worker model's thinking switch on (DeepSeek's `thinking`, DashScope's
 # `enable_thinking`): its reasoning streams to the client. A model that always reasons
 # (deepseek-reasoner) streams its reasoning whatever this says.
