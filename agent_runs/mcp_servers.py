@@ -17,7 +17,6 @@ import weakref
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
-import httpx2
 import mcp
 from django.conf import settings
 from mcp.client.sse import sse_client
@@ -93,9 +92,8 @@ async def mcp_session(server: McpServer) -> AsyncIterator[mcp.Client]:
         if server.transport == "sse":
             transport = sse_client(server.url, headers=server.headers(), timeout=timeout)
         else:
-            http_client = create_mcp_http_client(
-                headers=server.headers(), timeout=httpx2.Timeout(timeout)
-            )
+            # The call's own deadline (MCP_TOOL_TIMEOUT_SECONDS) bounds each request.
+            http_client = create_mcp_http_client(headers=server.headers())
             await stack.enter_async_context(http_client)
             transport = streamable_http_client(server.url, http_client=http_client)
         yield await stack.enter_async_context(mcp.Client(transport))
