@@ -12,12 +12,14 @@ here."""
 import asyncio
 import contextlib
 import logging
+import re
 import time
 import weakref
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 import mcp
+from asgiref.sync import async_to_sync
 from django.conf import settings
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
@@ -137,12 +139,31 @@ async def _list_tools(server: McpServer) -> ServerTools:
     return ServerTools(server=server, tools=tools)
 
 
+def offered_tool_name(server: McpServer, tool_name: str) -> str:
+    """The name the model is offered a server's tool by, as AgentScope's MCP tool makes it:
+    ``mcp__<server>__<tool>``, a character a provider refuses in a name made an ``x``."""
+    return f"mcp__{server.name}__{re.sub(r'[^a-zA-Z0-9_-]', 'x', tool_name)}"
+
+
 def error_text(exc: BaseException) -> str:
     """What went wrong, for a person: the first error inside the task groups of the MCP
     client (whose own message only counts them)."""
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
     return str(exc) or type(exc).__name__
+
+
+def mcp_servers_report(*, fresh: bool) -> list[tuple[ConfiguredServer, ServerTools]]:
+    """Every configured MCP server with what it offers (``fresh``: listed anew, else as
+    this process keeps it), for the admin and ``manage.py mcp_check``."""
+    configured = mcp_servers_configured()
+
+    async def listings() -> list[ServerTools]:
+        return await asyncio.gather(
+            *(mcp_server_tools(item.server, fresh=fresh) for item in configured)
+        )
+
+    return list(zip(configured, async_to_sync(listings)(), strict=True))
 
 
 def mcp_servers_configured() -> list[ConfiguredServer]:

@@ -15,7 +15,13 @@ from django.conf import settings
 from mcp.types import Tool
 
 from agent_runs.agent_config import McpServer
-from agent_runs.mcp_servers import ServerTools, error_text, mcp_server_tools, mcp_session
+from agent_runs.mcp_servers import (
+    ServerTools,
+    error_text,
+    mcp_server_tools,
+    mcp_session,
+    offered_tool_name,
+)
 
 
 class McpToolError(Exception):
@@ -56,7 +62,7 @@ class UnreachableServerTool(ToolBase):
 
     def __init__(self, *, listing: ServerTools, tool_name: str, permission: PermissionDecision):
         super().__init__()
-        self.name = f"mcp__{listing.server.name}__{tool_name}"
+        self.name = offered_tool_name(listing.server, tool_name)
         self.description = f"{tool_name} (MCP server {listing.server.name})"
         self.input_schema = {"type": "object", "properties": {}}
         self.is_concurrency_safe = True
