@@ -82,7 +82,10 @@ class McpServer(BaseModel):
     def headers(self) -> dict[str, str]:
         """The headers sent with each request to the server, their values from the
         environment."""
-        return {header: os.environ.get(variable, "") for header, variable in self.headers_from_env.items()}
+        return {
+            header: os.environ.get(variable, "")
+            for header, variable in self.headers_from_env.items()
+        }
 
 
 class StageConfig(BaseModel):

@@ -72,7 +72,7 @@ def test_an_automation_job_with_a_bad_mcp_server_fails_its_stage():
         name="bad-mcp", config={"mcp_servers": [{"name": "x", "url": "nope"}]}
     )
     run = Run(runtime_mode=Run.RuntimeMode.AUTOMATION, automation_job="bad-mcp")
-    with pytest.raises(ImproperlyConfigured, match="(?s)automation job 'bad-mcp': .*url 'nope'"):
+    with pytest.raises(ImproperlyConfigured, match=r"(?s)automation job 'bad-mcp': .*url 'nope'"):
         stage_config(run=run, stage="worker")
 
 
@@ -112,8 +112,7 @@ def test_mcp_check_lists_what_each_server_offers(configured, orders):
         "  mcp__orders__cancel_order: Cancel an order.",
     ]
     assert lines[3] == (
-        f"orders-sse (system agents: worker) {orders.sse_url} "
-        "[sse, each call approved by a person]"
+        f"orders-sse (system agents: worker) {orders.sse_url} [sse, each call approved by a person]"
     )
     assert lines[4:7] == [
         "  mcp__orders-sse__lookup_order: Look up an order's status by its id.",
@@ -122,7 +121,9 @@ def test_mcp_check_lists_what_each_server_offers(configured, orders):
     ]
     assert lines[7].startswith("warehouse (system agents: worker) ")
     assert lines[8].startswith("  unreachable: ")
-    assert lines[9] == f"jobs-orders (automation job 'digest': worker) {orders.url} [streamable_http]"
+    assert (
+        lines[9] == f"jobs-orders (automation job 'digest': worker) {orders.url} [streamable_http]"
+    )
     assert len(lines) == 13
 
 

@@ -19,8 +19,7 @@ class Command(BaseCommand):
             server = configured.server
             approval = ", each call approved by a person" if server.require_approval else ""
             self.stdout.write(
-                f"{server.name} ({configured.where}) {server.url} "
-                f"[{server.transport}{approval}]"
+                f"{server.name} ({configured.where}) {server.url} [{server.transport}{approval}]"
             )
             if listing.error is not None:
                 self.stdout.write(self.style.ERROR(f"  unreachable: {listing.error}"))
