@@ -161,8 +161,10 @@ class SystemAgents(BaseModel):
                 import_string(path)
             except ImportError as exc:
                 raise ValueError(f"operator tool {name!r}: {exc}") from exc
-        for stage in self.agents.values():
+        for name, stage in self.agents.items():
             stage.check_tools(self.known_tools)
+            if stage.mcp_servers and name != "worker":
+                raise ValueError(f"agents.{name}.mcp_servers: only the worker calls MCP tools")
 
 
 @cache

@@ -431,5 +431,9 @@ LOGGING = {
     },
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
     # Django's own loggers propagate to the root handler instead of printing twice.
-    "loggers": {"django": {"handlers": [], "propagate": True}},
+    "loggers": {
+        "django": {"handlers": [], "propagate": True},
+        # The MCP client's HTTP library logs each request (several a tool call) at INFO.
+        "httpx2": {"level": "WARNING"},
+    },
 }

@@ -53,6 +53,14 @@ def test_two_mcp_servers_of_one_name_are_refused(tmp_path):
         system_agents.__wrapped__(config_file(tmp_path, [same, same]))
 
 
+def test_only_the_worker_stage_names_mcp_servers(tmp_path):
+    path = tmp_path / "system_agents.yaml"
+    server = {"name": "orders", "url": "http://127.0.0.1/mcp"}
+    path.write_text(yaml.safe_dump({"agents": {"memory": {"mcp_servers": [server]}}}))
+    with pytest.raises(ImproperlyConfigured, match=r"agents\.memory\.mcp_servers: only the worker"):
+        system_agents.__wrapped__(path)
+
+
 def test_a_header_value_is_read_from_the_environment(tmp_path, monkeypatch):
     monkeypatch.setenv("ORDERS_KEY_34", "k-1")
     server = {"name": "orders", "url": "https://mcp.example.com/mcp"}
