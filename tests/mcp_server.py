@@ -1,8 +1,10 @@
 """A real MCP tool server on loopback: the ``mcp`` package's own server, over streamable HTTP
 (``/mcp``) and SSE (``/sse``), under uvicorn on a thread of its own. It records each tool
-call and the headers each request came with."""
+call, the headers each request came with, the JSON-RPC method of each message posted to it,
+and the most tool calls it had under way at once."""
 
 import asyncio
+import json
 import threading
 import time
 from typing import Any
@@ -24,7 +26,10 @@ class LoopbackMcpServer:
         self.port = free_port()
         self.calls: list[tuple[str, dict[str, Any]]] = []
         self.headers: list[dict[str, str]] = []
+        self.methods: list[str] = []
         self.slow_seconds = 30.0
+        self.running = 0
+        self.most_running = 0
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
 
@@ -56,7 +61,12 @@ class LoopbackMcpServer:
         async def slow_report() -> str:
             """A report that takes a long time."""
             calls.append(("slow_report", {}))
-            await asyncio.sleep(self.slow_seconds)
+            self.running += 1
+            self.most_running = max(self.most_running, self.running)
+            try:
+                await asyncio.sleep(self.slow_seconds)
+            finally:
+                self.running -= 1
             return "the report"
 
         return server
@@ -70,11 +80,35 @@ class LoopbackMcpServer:
                 self.headers.append(
                     {key.decode(): value.decode() for key, value in scope["headers"]}
                 )
+                if scope["method"] == "POST":
+                    receive = await self._recording(receive)
             target = sse if scope.get("path", "").startswith(("/sse", "/messages")) else streamable
             await target(scope, receive, send)
 
         # The streamable app's lifespan runs its session manager.
         return Starlette(routes=[Mount("/", app=app)], lifespan=streamable.router.lifespan_context)
+
+    async def _recording(self, receive: Receive) -> Receive:
+        """Read the posted body, note its JSON-RPC method, and give it to the app as sent."""
+        messages = []
+        body = b""
+        while True:
+            message = await receive()
+            messages.append(message)
+            body += message.get("body", b"")
+            if message["type"] != "http.request" or not message.get("more_body"):
+                break
+        try:
+            payload = json.loads(body)
+        except ValueError:
+            payload = None
+        if isinstance(payload, dict) and "method" in payload:
+            self.methods.append(payload["method"])
+
+        async def replay() -> Any:
+            return messages.pop(0) if messages else await receive()
+
+        return replay
 
     def __enter__(self) -> "LoopbackMcpServer":
         config = uvicorn.Config(self._app(), host="127.0.0.1", port=self.port, log_level="warning")

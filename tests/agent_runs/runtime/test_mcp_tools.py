@@ -5,6 +5,7 @@ OpenAI-compatible server asking for the tool: a call that runs, one that waits f
 approval, one that times out, and one of a server that is down, each a tool event and
 never the run's failure."""
 
+import asyncio
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,8 +14,9 @@ from typing import Any
 import pytest
 import yaml
 
-from agent_runs.agent_config import system_agents
+from agent_runs.agent_config import McpServer, system_agents
 from agent_runs.models import AutomationJob, Interrupt, Run, RunEvent
+from agent_runs.runtime.agents import mcp_tools
 from tests.agent_runs.protocols.agui.test_interrupt_rules import Interrupted, approve, post
 from tests.conftest import free_port, post_run, run_input, work_burst
 from tests.fake_llm import FakeOpenAI, backend_tool_names
@@ -219,3 +221,35 @@ def test_an_automation_job_names_its_own_mcp_servers(alice, redis_queue, fake_op
     assert Run.objects.get(run_id=body["runId"]).status == Run.Status.COMPLETED
     assert backend_tool_names(fake_openai.requests[0]) == ["mcp__orders__lookup_order"]
     assert orders.calls == [("lookup_order", {"order_id": "B2"})]
+
+
+def test_a_servers_tools_are_listed_once_for_many_runs(
+    alice, redis_queue, fake_openai, mcp_config, orders
+):
+    bodies = [run_input() for _ in range(3)]
+    for body in bodies:
+        post_run(alice, body)
+    work_burst(redis_queue)
+
+    runs = Run.objects.filter(run_id__in=[body["runId"] for body in bodies])
+    assert {run.status for run in runs} == {Run.Status.COMPLETED}
+    # Its two entries (orders, orders-admin) are listed apart, each once for the three runs.
+    assert orders.methods.count("tools/list") == 2
+    assert all("mcp__orders__lookup_order" in backend_tool_names(r) for r in fake_openai.requests)
+
+
+@pytest.mark.parametrize("most", [1, 2])
+def test_a_process_keeps_at_most_so_many_sessions_with_a_server(orders, settings, most):
+    settings.MCP_MAX_CONNECTIONS_PER_SERVER = most
+    settings.MCP_TOOL_TIMEOUT_SECONDS = 30
+    orders.slow_seconds = 2  # long enough for the calls to overlap on a loaded machine
+    server = McpServer(name="orders", url=orders.url, allowed_tools=["slow_report"])
+
+    async def three_calls() -> list[Any]:
+        (tool,) = await mcp_tools([server])
+        return await asyncio.gather(*(tool() for _ in range(3)))
+
+    results = asyncio.run(three_calls())
+
+    assert [result.content[0].text for result in results] == ["the report"] * 3
+    assert orders.most_running == most
