@@ -38,6 +38,10 @@ class ToolEntry(BaseModel):
     requires_approval: bool | None = None
 
 
+# The tools of MCP servers are offered as mcp__<server>__<tool> (AgentScope's names).
+MCP_TOOL_PREFIX = "mcp__"
+
+
 class McpServer(BaseModel):
     """An MCP tool server whose tools a stage is offered (docs/tools.md, "MCP tool
     servers"). No secret is written here: each header's value is read from the environment

@@ -25,7 +25,7 @@ from mcp.client.sse import sse_client
 from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
 from mcp.types import Tool
 
-from agent_runs.agent_config import McpServer, StageConfig, system_agents
+from agent_runs.agent_config import MCP_TOOL_PREFIX, McpServer, StageConfig, system_agents
 from agent_runs.models import AutomationJob
 
 logger = logging.getLogger(__name__)
@@ -142,7 +142,7 @@ async def _list_tools(server: McpServer) -> ServerTools:
 def offered_tool_name(server: McpServer, tool_name: str) -> str:
     """The name the model is offered a server's tool by, as AgentScope's MCP tool makes it:
     ``mcp__<server>__<tool>``, a character a provider refuses in a name made an ``x``."""
-    return f"mcp__{server.name}__{re.sub(r'[^a-zA-Z0-9_-]', 'x', tool_name)}"
+    return f"{MCP_TOOL_PREFIX}{server.name}__{re.sub(r'[^a-zA-Z0-9_-]', 'x', tool_name)}"
 
 
 def error_text(exc: BaseException) -> str:

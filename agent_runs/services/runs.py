@@ -12,7 +12,7 @@ from django.db.models import Field, Model, Q
 from django.http import Http404
 from django.utils import timezone
 
-from agent_runs.agent_config import automation_job_get, system_agents
+from agent_runs.agent_config import MCP_TOOL_PREFIX, automation_job_get, system_agents
 from agent_runs.errors import (
     ConversationMessageRepeated,
     ConversationMessageUnknown,
@@ -419,10 +419,10 @@ def _is_retry(*, user: AbstractBaseUser, run_input: RunAgentInput) -> bool:
 
 def _client_tools_check(run_input: RunAgentInput) -> None:
     """The client's own tools may not take a backend tool's name (nor the name of the
-    tool through which the worker answers)."""
+    tool through which the worker answers, nor an MCP server's tools' ``mcp__`` prefix)."""
     taken = {*system_agents().known_tools, "GenerateStructuredOutput"}
     for tool in run_input.tools:
-        if tool.name in taken:
+        if tool.name in taken or tool.name.startswith(MCP_TOOL_PREFIX):
             raise ToolNameTaken(tool.name)
 
 

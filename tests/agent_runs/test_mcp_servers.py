@@ -15,7 +15,7 @@ from django.core.management import CommandError, call_command
 
 from agent_runs.agent_config import stage_config, system_agents
 from agent_runs.models import AutomationJob, Run
-from tests.conftest import free_port
+from tests.conftest import free_port, post_run, run_input
 from tests.mcp_server import LoopbackMcpServer
 
 
@@ -166,3 +166,16 @@ def test_the_admin_lists_configured_servers_and_their_tools(configured, staff_cl
 def test_the_admin_mcp_servers_page_is_for_staff_only(client, configured):
     response = client.get("/admin/agent_runs/automationjob/mcp-servers/")
     assert response.status_code == 302 and "/admin/login/" in response["Location"]
+
+
+@pytest.mark.django_db
+def test_a_client_tool_may_not_take_the_name_of_an_mcp_servers_tool(alice, redis_queue):
+    tool = {"name": "mcp__orders__lookup_order", "description": "", "parameters": {}}
+
+    response = post_run(alice, run_input(tools=[tool]))
+
+    assert response.status_code == 422
+    assert response.json()["detail"] == (
+        'RunAgentInput.tools: "mcp__orders__lookup_order" is a backend tool'
+    )
+    assert not Run.objects.exists()
