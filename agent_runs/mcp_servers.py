@@ -32,6 +32,7 @@ logger = logging.getLogger(__name__)
 
 TOOLS_CACHE_SECONDS = 60.0
 FAILURE_CACHE_SECONDS = 5.0
+_MAX_PAGES = 20
 
 
 @dataclass(frozen=True)
@@ -86,11 +87,10 @@ async def mcp_session(server: McpServer) -> AsyncIterator[mcp.Client]:
     """A connected MCP client of the server, over its transport, with its headers (one of
     the process's bounded sessions with it)."""
     sessions = _loop_state().sessions
-    key = _key(server)
-    if key not in sessions:
-        sessions[key] = asyncio.Semaphore(settings.MCP_MAX_CONNECTIONS_PER_SERVER)
+    if server.url not in sessions:  # entries naming one URL share its sessions
+        sessions[server.url] = asyncio.Semaphore(settings.MCP_MAX_CONNECTIONS_PER_SERVER)
     timeout = settings.MCP_TOOL_TIMEOUT_SECONDS
-    async with sessions[key], contextlib.AsyncExitStack() as stack:
+    async with sessions[server.url], contextlib.AsyncExitStack() as stack:
         if server.transport == "sse":
             transport = sse_client(server.url, headers=server.headers(), timeout=timeout)
         else:
@@ -125,7 +125,7 @@ async def _list_tools(server: McpServer) -> ServerTools:
     try:
         async with asyncio.timeout(settings.MCP_TOOL_TIMEOUT_SECONDS):
             async with mcp_session(server) as client:
-                listed = await client.list_tools()
+                listed = await _all_tools(client)
     except TimeoutError:
         error = f"no answer within {settings.MCP_TOOL_TIMEOUT_SECONDS:g} s"
         logger.warning("MCP server %r (%s): %s", server.name, server.url, error)
@@ -135,8 +135,21 @@ async def _list_tools(server: McpServer) -> ServerTools:
         logger.warning("MCP server %r (%s) lists no tools: %s", server.name, server.url, error)
         return ServerTools(server=server, error=error)
     allowed = server.allowed_tools
-    tools = tuple(tool for tool in listed.tools if allowed is None or tool.name in allowed)
+    tools = tuple(tool for tool in listed if allowed is None or tool.name in allowed)
     return ServerTools(server=server, tools=tools)
+
+
+async def _all_tools(client: mcp.Client) -> list[Tool]:
+    """Every page of the server's tools (at most ``_MAX_PAGES``)."""
+    tools: list[Tool] = []
+    cursor = None
+    for _ in range(_MAX_PAGES):
+        page = await client.list_tools(cursor=cursor)
+        tools.extend(page.tools)
+        cursor = page.next_cursor
+        if not cursor:
+            break
+    return tools
 
 
 def offered_tool_name(server: McpServer, tool_name: str) -> str:
