@@ -30,6 +30,7 @@ from pydantic import ValidationError
 
 from agent_runs.agent_config import McpServer
 from agent_runs.models import Stage
+from agent_runs.runtime import tracing
 from agent_runs.runtime.output import AgentOutput, RouteDecision
 from agent_runs.runtime.tools.mcp_tools import mcp_tools_for
 
@@ -276,6 +277,8 @@ def _agent(
         context_config=ContextConfig(summary_schema=deepcopy(_SUMMARY_SCHEMA)),
         # Without this AgentScope appends a runtime-state hint block to every prompt.
         injection_config=InjectionConfig(inject_runtime_state=False),
+        # With tracing on, AgentScope's own spans of the reply and its tool calls.
+        middlewares=tracing.agent_middlewares(),
     )
 
 
