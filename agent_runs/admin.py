@@ -9,13 +9,17 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.forms.models import BaseInlineFormSet
 from django.http import HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
+from django.urls import URLPattern, path
 from django.utils import timezone
 from django.utils.html import format_html
 
 from agent_runs.errors import PushUrlRefused
+from agent_runs.mcp_servers import mcp_servers_report, offered_tool_name
 from agent_runs.models import (
     ApiToken,
     AutomationJob,
@@ -364,11 +368,40 @@ class CalendarEventAdmin(admin.ModelAdmin):
 
 @admin.register(AutomationJob)
 class AutomationJobAdmin(admin.ModelAdmin):
-    """``config``: ``{"enabled_tools": [...], "context": "..."}``, for every stage or per
-    stage under its name (``{"worker": {...}}``)."""
+    """``config``: ``{"enabled_tools": [...], "mcp_servers": [...], "context": "..."}``, for
+    every stage or per stage under its name (``{"worker": {...}}``). Its list links to the
+    MCP servers page: every server the agent configs name, with its tools."""
 
     list_display = ("name", "description", "updated_at")
     search_fields = ("name", "description")
+
+    def get_urls(self) -> list[URLPattern]:
+        page = self.admin_site.admin_view(self.mcp_servers_view)
+        own = [path("mcp-servers/", page, name="agent_runs_automationjob_mcp_servers")]
+        return [*own, *super().get_urls()]
+
+    def mcp_servers_view(self, request: HttpRequest) -> HttpResponse:
+        """The MCP servers page (docs/tools.md): each configured server, where it is
+        named, and the tools it offers (as this process last listed them)."""
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.opts,
+            "title": "MCP servers",
+            "servers": [
+                {
+                    "configured": configured,
+                    "listing": listing,
+                    "tools": [
+                        (offered_tool_name(configured.server, tool.name), tool.description)
+                        for tool in listing.tools
+                    ],
+                }
+                for configured, listing in mcp_servers_report(fresh=False)
+            ],
+        }
+        return TemplateResponse(request, "admin/agent_runs/mcp_servers.html", context)
 
 
 @admin.register(UserMemory)

@@ -230,6 +230,11 @@ AGENT_MEMORY_MAX_ITEMS = env_int("AGENT_MEMORY_MAX_ITEMS", 50, minimum=1)
 AGENT_SYSTEM_AGENTS_FILE = env_str(
     "AGENT_SYSTEM_AGENTS_FILE", str(BASE_DIR / "agent_runs" / "system_agents.yaml")
 )
+# MCP tool servers (docs/tools.md, "MCP tool servers"): how long one tool call may take,
+# connecting included, before it fails as a tool error; how many calls (each its own
+# connection) a worker process has open to one server at once, the others waiting their turn.
+MCP_TOOL_TIMEOUT_SECONDS = env_float("MCP_TOOL_TIMEOUT_SECONDS", 30.0, minimum=0.1)
+MCP_MAX_CONNECTIONS_PER_SERVER = env_int("MCP_MAX_CONNECTIONS_PER_SERVER", 8, minimum=1)
 # How much of the thread's earlier conversation a stage reads, in (approximate) tokens.
 AGENT_CONTEXT_TOKEN_BUDGET = env_int("AGENT_CONTEXT_TOKEN_BUDGET", 4000, minimum=0)
 AGENT_MODEL_MAX_RETRIES = env_int("AGENT_MODEL_MAX_RETRIES", 2, minimum=0)
@@ -440,5 +445,9 @@ LOGGING = {
     },
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
     # Django's own loggers propagate to the root handler instead of printing twice.
-    "loggers": {"django": {"handlers": [], "propagate": True}},
+    "loggers": {
+        "django": {"handlers": [], "propagate": True},
+        # The MCP client's HTTP library logs each request (several a tool call) at INFO.
+        "httpx2": {"level": "WARNING"},
+    },
 }

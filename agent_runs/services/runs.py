@@ -13,7 +13,7 @@ from django.db.models import Field, Model, Q
 from django.http import Http404
 from django.utils import timezone
 
-from agent_runs.agent_config import automation_job_get, system_agents
+from agent_runs.agent_config import MCP_TOOL_PREFIX, automation_job_get, system_agents
 from agent_runs.errors import (
     ConversationMessageRepeated,
     ConversationMessageUnknown,
@@ -498,10 +498,11 @@ def client_tool_names_taken() -> list[str]:
 
 
 def _client_tools_check(run_input: RunAgentInput) -> None:
-    """The client's own tools may not take a taken name (``client_tool_names_taken``)."""
+    """The client's own tools may not take a taken name (``client_tool_names_taken``), nor
+    start with the ``mcp__`` prefix of MCP servers' tools."""
     taken = set(client_tool_names_taken())
     for tool in run_input.tools:
-        if tool.name in taken:
+        if tool.name in taken or tool.name.startswith(MCP_TOOL_PREFIX):
             raise ToolNameTaken(tool.name)
 
 
