@@ -19,7 +19,6 @@ from django.utils import timezone
 from django.utils.html import format_html
 
 from agent_runs.errors import PushUrlRefused
-from agent_runs.mcp_servers import mcp_servers_report, offered_tool_name
 from agent_runs.models import (
     ApiToken,
     AutomationJob,
@@ -385,6 +384,10 @@ class AutomationJobAdmin(admin.ModelAdmin):
         named, and the tools it offers (as this process last listed them)."""
         if not self.has_view_permission(request):
             raise PermissionDenied
+        # The MCP client (a hundred modules) is loaded by the page that uses it, not by
+        # every web process at start.
+        from agent_runs.mcp_servers import mcp_servers_report, offered_tool_name
+
         context = {
             **self.admin_site.each_context(request),
             "opts": self.opts,
