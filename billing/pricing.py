@@ -69,7 +69,10 @@ MAX_AMOUNT = Decimal(10) ** 12
 
 def normalise_usage(usage: Mapping[str, Any], metadata: Mapping[str, Any]) -> CallUsage:
     """Read one call's usage in the spec's order (5.2): the direct fields first, then the
-    provider's raw usage (``metadata``) to fill what is missing."""
+    provider's raw usage (``metadata``) to fill what is missing. The direct fields of an
+    Anthropic, Gemini or Ollama call are already in the spec's sense (the runtime adds
+    Anthropic's cached prompt tokens to its ``input_tokens``); their raw usage adds Gemini's
+    ``thoughtsTokenCount`` as reasoning tokens."""
     input_tokens = _first_int(usage.get("input_tokens"), metadata.get("prompt_tokens"))
     output_tokens = _first_int(usage.get("output_tokens"), metadata.get("completion_tokens"))
     total_tokens = _first_int(usage.get("total_tokens"), metadata.get("total_tokens"))
@@ -96,7 +99,11 @@ def normalise_usage(usage: Mapping[str, Any], metadata: Mapping[str, Any]) -> Ca
         prompt_cache_hit_tokens=hit_tokens or 0,
         prompt_cache_miss_tokens=_first_int(metadata.get("prompt_cache_miss_tokens")) or 0,
         reasoning_tokens=(
-            _first_int(_path(metadata, "completion_tokens_details", "reasoning_tokens")) or 0
+            _first_int(
+                _path(metadata, "completion_tokens_details", "reasoning_tokens"),
+                metadata.get("thoughtsTokenCount"),  # Gemini's usageMetadata
+            )
+            or 0
         ),
         direct_cost=_first_cost(
             usage.get("cost"), metadata.get("cost"), metadata.get("total_cost")

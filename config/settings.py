@@ -228,6 +228,11 @@ DEEPSEEK_API_KEY = env_str("DEEPSEEK_API_KEY", "")
 DEEPSEEK_BASE_URL = env_str("DEEPSEEK_BASE_URL", "")  # empty: DeepSeek's own
 DASHSCOPE_API_KEY = env_str("DASHSCOPE_API_KEY", "")
 DASHSCOPE_BASE_URL = env_str("DASHSCOPE_BASE_URL", "")  # empty: DashScope's compatible mode
+ANTHROPIC_API_KEY = env_str("ANTHROPIC_API_KEY", "")
+ANTHROPIC_BASE_URL = env_str("ANTHROPIC_BASE_URL", "")  # empty: Anthropic's
+GEMINI_API_KEY = env_str("GEMINI_API_KEY", "")
+GEMINI_BASE_URL = env_str("GEMINI_BASE_URL", "")  # empty: the Gemini API's
+OLLAMA_BASE_URL = env_str("OLLAMA_BASE_URL", "")  # empty: http://localhost:11434
 
 # The event stream (docs/spec/sse-events-and-usage.md).
 AGENT_EVENTS_STREAM_MAXLEN = env_int("AGENT_EVENTS_STREAM_MAXLEN", 10_000, minimum=100)

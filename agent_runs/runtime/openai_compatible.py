@@ -501,7 +501,7 @@ class ChunkStream:
             self._model.call_ended(self._usage)
 
     async def _read(self) -> AsyncGenerator[ChatResponse, None]:
-        parse = _StreamParser(self._model.dialect, self._started)
+        parse = StreamParser(self._model.dialect, self._started)
         data: list[bytes] = []  # the data lines of the event being read
         pending = b""
         try:
@@ -552,7 +552,7 @@ def _event_json(data: list[bytes]) -> Any:
     return event
 
 
-class _StreamParser:
+class StreamParser:
     """A call's chunks to AgentScope's deltas, as its OpenAI-compatible models'
     ``_parse_stream_response`` makes them: a delta per chunk that carries content or
     follows the usage, text, thinking and each tool call as blocks with ids stable for the

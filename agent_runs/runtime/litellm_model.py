@@ -1,0 +1,135 @@
+"""``litellm/<model>``: any model LiteLLM reaches (Azure OpenAI, Bedrock, Mistral, OpenRouter,
+vLLM, ...; docs/configuration.md, "Models"), as an AgentScope chat model over
+``litellm.acompletion``, configured by LiteLLM's own environment variables
+(``OPENROUTER_API_KEY``, ``AZURE_API_BASE``, ...).
+
+LiteLLM speaks each provider's wire format and answers in OpenAI's: the request is the one
+the OpenAI-compatible model makes (its formatter: text, images, tool results; the tools and
+``tool_choice``; ``stream_options.include_usage``), and its chunks are parsed by that model's
+parser, so the structured output and every event come out the same. The usage LiteLLM
+passes on is the call's raw usage (``metadata``), with a cost the provider reports
+(OpenRouter's ``usage.cost``) kept as it came.
+
+Importing LiteLLM takes seconds: this module is imported only when such a model is
+configured (``chat_model_for``), never at a worker's start.
+"""
+
+import os
+import time
+from collections.abc import AsyncGenerator, AsyncIterator
+from typing import Any
+
+from agentscope.credential import OpenAICredential
+from agentscope.message import Msg
+from agentscope.tool import ToolChoice
+
+from agent_runs.runtime.chat_models import ProviderChatModel, UsageLog
+from agent_runs.runtime.openai_compatible import DIALECTS, Endpoint, StreamParser
+
+# Without this LiteLLM fetches its price list from the network when imported.
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+import litellm  # after the variable above, which LiteLLM reads at import
+
+# The OpenAI-compatible model's request and parsing; LiteLLM holds the credentials.
+_ENDPOINT = Endpoint(
+    dialect=DIALECTS["openai"],
+    base_url="",
+    url="",
+    headers={},
+    credential=OpenAICredential(api_key="litellm"),
+)
+
+
+class LiteLLMChatModel(ProviderChatModel):
+    """A LiteLLM model string's chat model, recorded like a provider's."""
+
+    def __init__(
+        self,
+        *,
+        model_id: str,
+        usage_log: UsageLog,
+        model: str,
+        max_retries: int,
+        retry_delay: float,
+        timeout: float,
+        thinking: bool = False,
+    ) -> None:
+        super().__init__(
+            model_id=model_id,
+            usage_log=usage_log,
+            endpoint=_ENDPOINT,
+            model=model,
+            max_retries=max_retries,
+            retry_delay=retry_delay,
+            timeout=timeout,
+            thinking=thinking,
+        )
+
+    @classmethod
+    def _get_retryable_exceptions(cls) -> tuple[type[Exception], ...]:
+        return (
+            litellm.APIConnectionError,
+            litellm.Timeout,
+            litellm.RateLimitError,
+            litellm.InternalServerError,
+            litellm.ServiceUnavailableError,
+        )
+
+    @classmethod
+    def _get_structured_output_fallback_exceptions(cls) -> tuple[type[Exception], ...]:
+        return (litellm.BadRequestError,)
+
+    async def _call_api(
+        self,
+        model_name: str,
+        messages: list[Msg],
+        tools: list[dict[str, Any]] | None = None,
+        tool_choice: ToolChoice | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        if self.usage_log.before_call is not None:
+            await self.usage_log.before_call()
+        body = await self._request_body(model_name, messages, tools, tool_choice, kwargs)
+        started = time.monotonic()
+        # LiteLLM's retries are off: AgentScope's are the only ones (AGENT_MODEL_MAX_RETRIES).
+        stream = await litellm.acompletion(**body, timeout=self.timeout, num_retries=0)
+        return LiteLLMStream(self, stream, started)
+
+
+class LiteLLMStream:
+    """One streamed call: LiteLLM's chunks as AgentScope's deltas; the call's usage is
+    reported to the model, once, when the stream ends, breaks, is closed or is cancelled."""
+
+    def __init__(self, model: LiteLLMChatModel, stream: Any, started: float) -> None:
+        self._model = model
+        self._stream = stream
+        self._started = started
+        self._chunks = self._read()
+
+    def __aiter__(self) -> AsyncIterator[Any]:
+        return self._chunks
+
+    async def aclose(self) -> None:
+        await self._chunks.aclose()
+
+    async def _read(self) -> AsyncGenerator[Any, None]:
+        parse = StreamParser(self._model.dialect, self._started)
+        try:
+            async for chunk in self._stream:
+                delta = parse(_chunk_json(chunk))
+                if delta is not None:
+                    yield delta
+        finally:
+            try:
+                await self._stream.aclose()  # its connection with it
+            finally:
+                self._model.call_ended(parse.usage)
+
+
+def _chunk_json(chunk: Any) -> dict[str, Any]:
+    """A LiteLLM chunk as the OpenAI chunk it stands for."""
+    data: dict[str, Any] = chunk.model_dump(exclude_none=True)
+    usage = getattr(chunk, "usage", None)
+    if usage is not None:
+        data["usage"] = usage.model_dump(exclude_none=True)
+    return data
