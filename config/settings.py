@@ -263,7 +263,8 @@ BUDGET_DEFAULT_DAILY = env_decimal("BUDGET_DEFAULT_DAILY")
 BUDGET_DEFAULT_MONTHLY = env_decimal("BUDGET_DEFAULT_MONTHLY")
 # The providers whose models `update_pricing_catalog` takes from LiteLLM's catalog.
 BILLING_CATALOG_PROVIDERS = env_list(
-    "BILLING_CATALOG_PROVIDERS", ["deepseek", "dashscope", "openai"]
+    "BILLING_CATALOG_PROVIDERS",
+    ["deepseek", "dashscope", "openai", "anthropic", "gemini", "ollama"],
 )
 # The period the admin's costs page shows when none is chosen, in days.
 BILLING_COSTS_DEFAULT_DAYS = env_int("BILLING_COSTS_DEFAULT_DAYS", 30, minimum=1)
