@@ -122,7 +122,7 @@ class FakeAnthropic(FakeProvider):
         return [tool["name"] for tool in body.get("tools", [])]
 
     def _message(self, blocks: list[str], stop_reason: str) -> list[str]:
-        message = {
+        message: dict[str, Any] = {
             "id": "msg_fake",
             "type": "message",
             "role": "assistant",
@@ -173,7 +173,8 @@ class FakeAnthropic(FakeProvider):
 
     def text(self, pieces: list[str]) -> list[str]:
         start = {"type": "content_block_start", "index": 0}
-        blocks = [_sse({**start, "content_block": {"type": "text", "text": ""}}, start["type"])]
+        text_block = {"type": "text", "text": ""}
+        blocks = [_sse({**start, "content_block": text_block}, "content_block_start")]
         for piece in pieces:
             delta = {"type": "text_delta", "text": piece}
             blocks.append(

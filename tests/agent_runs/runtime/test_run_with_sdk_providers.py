@@ -3,6 +3,7 @@ at the network boundary (tests/fake_providers.py, tests/fake_llm.py): the provid
 client runs, a tool is called, and each call's usage is stored and priced by the spec's
 rules (sse-events-and-usage.md 5.2-5.6) at the catalog's prices."""
 
+import base64
 import json
 import time
 from collections.abc import Iterator
@@ -224,3 +225,43 @@ def test_cancelling_a_run_stops_the_providers_stream_within_a_second(
     assert run.status == Run.Status.CANCELLED
     assert not Message.objects.filter(run=run, role="assistant").exists()
     assert case.fake.requests[0]["written"] < 100  # it did not stream to its end
+
+
+def sent_images(name: str, body: dict[str, Any]) -> list[str]:
+    """The base64 images of a request's user turns, in the provider's own format."""
+    if name == "gemini":
+        parts = [p for c in body["contents"] if c["role"] == "user" for p in c["parts"]]
+        return [p["inlineData"]["data"] for p in parts if "inlineData" in p]
+    users = [m for m in body["messages"] if m["role"] == "user"]
+    if name == "ollama":
+        return [image for m in users for image in m.get("images", [])]
+    parts = [p for m in users if isinstance(m["content"], list) for p in m["content"]]
+    if name == "anthropic":
+        return [p["source"]["data"] for p in parts if p.get("type") == "image"]
+    prefix = "data:image/png;base64,"
+    urls = [p["image_url"]["url"] for p in parts if "image_url" in p]
+    return [url.removeprefix(prefix) for url in urls if url.startswith(prefix)]
+
+
+@pytest.mark.parametrize("name", ["anthropic", "gemini", "ollama", "openrouter"])
+def test_an_image_reaches_the_provider_in_its_own_format(
+    name, alice, alice_image_url, redis_queue, settings, monkeypatch
+):
+    from tests.attachments.images import png_bytes
+
+    url = alice_image_url()
+    blocks = [
+        {"type": "text", "text": "What is in this picture?"},
+        {"type": "binary", "mimeType": "image/png", "url": url},
+    ]
+    with provider(name) as case:
+        configure(case, settings, monkeypatch)
+        settings.AGENT_ROUTER_MODEL = settings.AGENT_MEMORY_MODEL = "demo"
+        body = run_input(messages=[{"id": "m1", "role": "user", "content": blocks}])
+        post_run(alice, body)
+        work_burst(redis_queue)
+
+    assert Run.objects.get(run_id=body["runId"]).status == Run.Status.COMPLETED
+    assert sent_images(name, case.fake.requests[0]["body"]) == [
+        base64.b64encode(png_bytes()).decode()
+    ]
