@@ -8,7 +8,7 @@ the OpenAI-compatible model makes (its formatter: text, images, tool results; th
 ``tool_choice``; ``stream_options.include_usage``), and its chunks are parsed by that model's
 parser, so the structured output and every event come out the same. The usage LiteLLM
 passes on is the call's raw usage (``metadata``), with a cost the provider reports
-(OpenRouter's ``usage.cost``) kept as it came.
+(OpenRouter's ``usage.cost``) as its ``cost``, never LiteLLM's own estimate.
 
 Importing LiteLLM takes seconds: this module is imported only when such a model is
 configured (``chat_model_for``), never at a worker's start.
@@ -127,9 +127,24 @@ class LiteLLMStream:
 
 
 def _chunk_json(chunk: Any) -> dict[str, Any]:
-    """A LiteLLM chunk as the OpenAI chunk it stands for."""
+    """A LiteLLM chunk as the OpenAI chunk it stands for. LiteLLM writes its own bill (from
+    its price list) into the last chunk's ``usage.cost`` and keeps the provider's own cost,
+    if it sent one, as ``upstream_usage_cost``: the usage keeps the provider's as ``cost``
+    (spec 5.2: a direct cost is the provider's) and LiteLLM's apart, as ``litellm_cost``."""
     data: dict[str, Any] = chunk.model_dump(exclude_none=True)
     usage = getattr(chunk, "usage", None)
     if usage is not None:
-        data["usage"] = usage.model_dump(exclude_none=True)
+        raw: dict[str, Any] = usage.model_dump(exclude_none=True)
+        hidden = getattr(chunk, "_hidden_params", None) or {}
+        if _UPSTREAM_COST in hidden:  # usage.cost is LiteLLM's bill
+            bill = raw.pop("cost", None)
+            if bill is not None:
+                raw["litellm_cost"] = bill
+            if hidden[_UPSTREAM_COST] is not None:
+                raw["cost"] = hidden[_UPSTREAM_COST]
+        data["usage"] = raw
     return data
+
+
+# Where LiteLLM keeps the cost the provider reported once it put its own in usage.cost.
+_UPSTREAM_COST = "upstream_usage_cost"

@@ -61,11 +61,13 @@ async def sdk_clients_close() -> None:
 
 class _Observed:
     """An SDK's stream, each item shown to ``observe`` as AgentScope's parser reads it (the
-    parser keeps only the fields it maps); closed with the parser."""
+    parser keeps only the fields it maps). ``aclose`` closes the SDK's stream, and its
+    connection, at once, also when the parser left it unfinished (a cancel)."""
 
     def __init__(self, stream: Any, observe: Callable[[Any], None]) -> None:
         self._stream = stream
         self._observe = observe
+        self._iterator: AsyncGenerator[Any, None] | None = None
 
     async def __aenter__(self) -> "_Observed":
         await self._stream.__aenter__()
@@ -75,7 +77,15 @@ class _Observed:
         return await self._stream.__aexit__(*exc)
 
     def __aiter__(self) -> AsyncIterator[Any]:
-        return self._items()
+        if self._iterator is None:
+            self._iterator = self._items()
+        return self._iterator
+
+    async def aclose(self) -> None:
+        if self._iterator is not None:
+            await self._iterator.aclose()  # closes the stream as it ends
+        else:
+            await _close(self._stream)
 
     async def _items(self) -> AsyncGenerator[Any, None]:
         try:
@@ -83,9 +93,14 @@ class _Observed:
                 self._observe(item)
                 yield item
         finally:
-            close = getattr(self._stream, "aclose", None) or getattr(self._stream, "close", None)
-            if close is not None:
-                await close()
+            await _close(self._stream)
+
+
+async def _close(stream: Any) -> None:
+    """Close an SDK's stream: an async generator (Gemini's, Ollama's) or Anthropic's."""
+    close = getattr(stream, "aclose", None) or getattr(stream, "close", None)
+    if close is not None:
+        await close()
 
 
 class RecordedSDKModel(ChatModelBase):
@@ -128,11 +143,15 @@ class RecordedSDKModel(ChatModelBase):
         response: Any,
     ) -> AsyncGenerator[ChatResponse, None]:
         raw: dict[str, Any] = {}
-        chunks = parse(started, _Observed(response, lambda item: self._observe(raw, item)))
-        return self._recording(chunks, raw, started)
+        observed = _Observed(response, lambda item: self._observe(raw, item))
+        return self._recording(parse(started, observed), observed, raw, started)
 
     async def _recording(
-        self, chunks: AsyncGenerator[ChatResponse, None], raw: dict[str, Any], started: datetime
+        self,
+        chunks: AsyncGenerator[ChatResponse, None],
+        observed: _Observed,
+        raw: dict[str, Any],
+        started: datetime,
     ) -> AsyncGenerator[ChatResponse, None]:
         usage = None
         try:
@@ -141,7 +160,8 @@ class RecordedSDKModel(ChatModelBase):
                 yield chunk
         finally:
             try:
-                await chunks.aclose()  # the SDK's stream and its connection with it
+                await chunks.aclose()
+                await observed.aclose()  # the SDK's stream and its connection with it
             finally:
                 seconds = (datetime.now() - started).total_seconds()
                 self.usage_log.calls.append(self._call_record(usage, raw, seconds))

@@ -265,3 +265,31 @@ def test_an_image_reaches_the_provider_in_its_own_format(
     assert sent_images(name, case.fake.requests[0]["body"]) == [
         base64.b64encode(png_bytes()).decode()
     ]
+
+
+def test_a_litellm_model_without_a_provider_cost_is_priced_by_the_catalog_not_by_litellm(
+    alice, redis_queue, settings, monkeypatch
+):
+    # LiteLLM puts its own estimate in usage.cost; only a cost the provider sent is one.
+    settings.BILLING_CATALOG_PROVIDERS = ["litellm"]
+    call_command("update_pricing_catalog", models="litellm/openai/gpt-4o-mini")
+    with FakeOpenAI() as fake:  # an OpenAI-compatible server: usage without a cost
+        model_id = "litellm/openai/gpt-4o-mini"
+        for stage in STAGES:
+            setattr(settings, stage, model_id)
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+        monkeypatch.setenv("OPENAI_API_BASE", fake.base_url)
+        body = run_input()
+        post_run(alice, body)
+        work_burst(redis_queue)
+
+    run = Run.objects.get(run_id=body["runId"])
+    assert run.status == Run.Status.COMPLETED, run.error
+    record = UsageRecord.objects.filter(run=run, stage="worker").first()
+    assert record is not None and record.model_id == model_id
+    assert (record.input_tokens, record.output_tokens) == (11, 5)  # the fake's usage
+    assert record.direct_cost is None and "cost" not in record.metadata
+    assert record.metadata["litellm_cost"] > 0  # LiteLLM's estimate, kept apart
+    # LiteLLM's price list, through the catalog: 11 * 1.5e-7 + 5 * 6e-7
+    assert record.cost == Decimal("0.00000465")
+    assert record.cost_source == "catalog_fallback"
