@@ -23,6 +23,7 @@ class FakeProvider:
 
     def __init__(self) -> None:
         self.answer = ["Hello", " from", " the", " fake", " model."]
+        self.status = 200  # another: every request is answered with the provider's error
         self.chunk_delay = 0.0  # seconds before each streamed item
         self.tool_call_turns: list[list[ToolCall]] = []
         # The worker's structured output; None: a plain answer, as a model ignoring the tool.
@@ -43,6 +44,14 @@ class FakeProvider:
                 body = json.loads(self.rfile.read(length) or b"{}")
                 request = {"path": self.path, "headers": dict(self.headers), "body": body}
                 fake.requests.append(request)
+                if fake.status != 200:
+                    data = json.dumps(fake.error_body(fake.status)).encode()
+                    self.send_response(fake.status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                    return
                 self.send_response(200)
                 self.send_header("Content-Type", fake.content_type)
                 self.send_header("Transfer-Encoding", "chunked")
@@ -93,6 +102,9 @@ class FakeProvider:
     def tool_names(self, body: dict[str, Any]) -> list[str]:
         raise NotImplementedError
 
+    def error_body(self, status: int) -> dict[str, Any]:
+        raise NotImplementedError
+
     def tool_calls(self, calls: list[ToolCall]) -> list[str]:
         raise NotImplementedError
 
@@ -120,6 +132,10 @@ class FakeAnthropic(FakeProvider):
 
     def tool_names(self, body: dict[str, Any]) -> list[str]:
         return [tool["name"] for tool in body.get("tools", [])]
+
+    def error_body(self, status: int) -> dict[str, Any]:
+        kind = "api_error" if status >= 500 else "invalid_request_error"
+        return {"type": "error", "error": {"type": kind, "message": "upstream exploded"}}
 
     def _message(self, blocks: list[str], stop_reason: str) -> list[str]:
         message: dict[str, Any] = {
@@ -201,6 +217,10 @@ class FakeGemini(FakeProvider):
             "totalTokenCount": 136,
         }
 
+    def error_body(self, status: int) -> dict[str, Any]:
+        state = "INTERNAL" if status >= 500 else "INVALID_ARGUMENT"
+        return {"error": {"code": status, "message": "upstream exploded", "status": state}}
+
     def tool_names(self, body: dict[str, Any]) -> list[str]:
         return [
             declaration["name"]
@@ -246,6 +266,9 @@ class FakeOllama(FakeProvider):
 
     def tool_names(self, body: dict[str, Any]) -> list[str]:
         return [tool["function"]["name"] for tool in body.get("tools", [])]
+
+    def error_body(self, status: int) -> dict[str, Any]:
+        return {"error": "upstream exploded"}
 
     def _line(self, message: dict[str, Any], done: bool) -> str:
         line = {

@@ -19,16 +19,23 @@ import time
 from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 
+import httpx
+import openai
 from agentscope.credential import OpenAICredential
 from agentscope.message import Msg
 from agentscope.tool import ToolChoice
 
 from agent_runs.runtime.chat_models import ProviderChatModel, UsageLog
 from agent_runs.runtime.openai_compatible import DIALECTS, Endpoint, StreamParser
+from agent_runs.runtime.sdk_models import provider_error
 
 # Without this LiteLLM fetches its price list from the network when imported.
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 import litellm  # after the variable above, which LiteLLM reads at import
+
+# LiteLLM's errors (its classes derive from the openai SDK's) and its transport's: raised as
+# the lean path's (runtime/sdk_models.py), so retried and reported alike.
+_LITELLM_ERRORS: tuple[type[Exception], ...] = (openai.APIError, httpx.HTTPError)
 
 # The OpenAI-compatible model's request and parsing; LiteLLM holds the credentials.
 _ENDPOINT = Endpoint(
@@ -65,20 +72,6 @@ class LiteLLMChatModel(ProviderChatModel):
             thinking=thinking,
         )
 
-    @classmethod
-    def _get_retryable_exceptions(cls) -> tuple[type[Exception], ...]:
-        return (
-            litellm.APIConnectionError,
-            litellm.Timeout,
-            litellm.RateLimitError,
-            litellm.InternalServerError,
-            litellm.ServiceUnavailableError,
-        )
-
-    @classmethod
-    def _get_structured_output_fallback_exceptions(cls) -> tuple[type[Exception], ...]:
-        return (litellm.BadRequestError,)
-
     async def _call_api(
         self,
         model_name: str,
@@ -91,8 +84,11 @@ class LiteLLMChatModel(ProviderChatModel):
             await self.usage_log.before_call()
         body = await self._request_body(model_name, messages, tools, tool_choice, kwargs)
         started = time.monotonic()
-        # LiteLLM's retries are off: AgentScope's are the only ones (AGENT_MODEL_MAX_RETRIES).
-        stream = await litellm.acompletion(**body, timeout=self.timeout, num_retries=0)
+        try:
+            # LiteLLM's retries are off: AgentScope's are the only ones (AGENT_MODEL_MAX_RETRIES).
+            stream = await litellm.acompletion(**body, timeout=self.timeout, num_retries=0)
+        except _LITELLM_ERRORS as exc:
+            raise provider_error(exc) from exc
         return LiteLLMStream(self, stream, started)
 
 
@@ -119,6 +115,8 @@ class LiteLLMStream:
                 delta = parse(_chunk_json(chunk))
                 if delta is not None:
                     yield delta
+        except _LITELLM_ERRORS as exc:  # the stream broke off
+            raise provider_error(exc) from exc
         finally:
             try:
                 await self._stream.aclose()  # its connection with it

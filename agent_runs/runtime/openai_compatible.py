@@ -447,12 +447,16 @@ async def _status_error(response: aiohttp.ClientResponse) -> ProviderStatusError
     except ValueError:
         body = raw.decode(errors="replace")
     status = response.status
-    message = f"Error code: {status} - {body}"
     data = body.get("error", body) if isinstance(body, dict) else body
+    return status_error(status, f"Error code: {status} - {body}", body=data)
+
+
+def status_error(status: int, message: str, *, body: Any = None) -> ProviderStatusError:
+    """The error of a 4xx/5xx answer: the class the SDK names for its status."""
     kind = _STATUS_ERRORS.get(status)
     if kind is None:
         kind = InternalServerError if status >= 500 else ProviderStatusError
-    return kind(message, status_code=status, body=data)
+    return kind(message, status_code=status, body=body)
 
 
 _STATUS_ERRORS: dict[int, type[ProviderStatusError]] = {

@@ -10,6 +10,11 @@ An SDK's client holds a connection pool bound to its event loop: one is made per
 configuration on the first call and kept for the next ones (a model is made per stage), as
 the lean OpenAI-compatible path keeps its own (runtime/openai_compatible.py). The SDKs'
 own retries are off: AgentScope retries (``AGENT_MODEL_MAX_RETRIES``), no layer below it.
+
+An SDK's error is raised as the lean path's ``ProviderError`` of the same kind (connection,
+timeout, the status's class): the same errors are retried (a connection error, a timeout, a
+429, a 5xx) and a run that fails on one ends with the ``model_error`` code, whatever the
+provider.
 """
 
 import asyncio
@@ -35,6 +40,15 @@ from agentscope.model import (
 )
 
 from agent_runs.runtime.chat_models import ModelCall, UsageLog
+from agent_runs.runtime.openai_compatible import (
+    BadRequestError,
+    InternalServerError,
+    ProviderConnectionError,
+    ProviderError,
+    ProviderTimeoutError,
+    RateLimitError,
+    status_error,
+)
 
 # A loop's SDK clients, by configuration: (client, its close coroutine function).
 _Clients = dict[tuple[str, ...], tuple[Any, Callable[[], Awaitable[Any]]]]
@@ -68,6 +82,7 @@ class _Observed:
         self._stream = stream
         self._observe = observe
         self._iterator: AsyncGenerator[Any, None] | None = None
+        self.items = 0  # read so far
 
     async def __aenter__(self) -> "_Observed":
         await self._stream.__aenter__()
@@ -90,10 +105,46 @@ class _Observed:
     async def _items(self) -> AsyncGenerator[Any, None]:
         try:
             async for item in self._stream:
+                self.items += 1
                 self._observe(item)
                 yield item
         finally:
             await _close(self._stream)
+
+
+def provider_error(exc: Exception) -> ProviderError:
+    """The lean path's error for an SDK's: by its HTTP status if it has one (``status_code``;
+    google-genai's ``code``), else a timeout or a connection error."""
+    message = str(exc) or type(exc).__name__
+    if isinstance(exc, TimeoutError) or "timeout" in type(exc).__name__.lower():
+        return ProviderTimeoutError()
+    status = getattr(exc, "status_code", None)
+    if not isinstance(status, int):
+        status = getattr(exc, "code", None)
+    if isinstance(status, int) and not isinstance(status, bool) and 400 <= status < 600:
+        return status_error(status, message, body=getattr(exc, "body", None))
+    return ProviderConnectionError(message)
+
+
+async def _primed(chunks: AsyncGenerator[ChatResponse, None]) -> AsyncGenerator[ChatResponse, None]:
+    """``chunks`` with its first chunk read already (its errors raised here)."""
+    try:
+        first = await chunks.__anext__()
+    except StopAsyncIteration:
+        return _after(None, chunks)
+    return _after(first, chunks)
+
+
+async def _after(
+    first: ChatResponse | None, chunks: AsyncGenerator[ChatResponse, None]
+) -> AsyncGenerator[ChatResponse, None]:
+    try:
+        if first is not None:
+            yield first
+            async for chunk in chunks:
+                yield chunk
+    finally:
+        await chunks.aclose()
 
 
 async def _close(stream: Any) -> None:
@@ -119,12 +170,32 @@ class RecordedSDKModel(ChatModelBase):
     def _make_client(self) -> tuple[Any, Callable[[], Awaitable[Any]]]:
         raise NotImplementedError
 
+    @classmethod
+    def _sdk_errors(cls) -> tuple[type[Exception], ...]:
+        """The SDK's errors (and its transport's), raised as ``ProviderError``s."""
+        raise NotImplementedError
+
+    @classmethod
+    def _get_retryable_exceptions(cls) -> tuple[type[Exception], ...]:
+        return (ProviderConnectionError, RateLimitError, InternalServerError)
+
+    @classmethod
+    def _get_structured_output_fallback_exceptions(cls) -> tuple[type[Exception], ...]:
+        return (BadRequestError,)
+
     async def _call_api(self, *args: Any, **kwargs: Any) -> Any:
         if self.usage_log.before_call is not None:
             await self.usage_log.before_call()
         self.client = _loop_client(self.client_key, self._make_client)
-        # The provider's AgentScope class, after this one in the MRO, implements it.
-        return await super()._call_api(*args, **kwargs)  # type: ignore[safe-super]
+        try:
+            # The provider's AgentScope class, after this one in the MRO, implements it.
+            result = await super()._call_api(*args, **kwargs)  # type: ignore[safe-super]
+        except self._sdk_errors() as exc:
+            raise provider_error(exc) from exc
+        # Gemini's and Ollama's SDKs send the request when their stream is first read: read
+        # the first chunk here, so that an error before any (a 5xx) is retried as the lean
+        # path retries it.
+        return await _primed(result) if isinstance(result, AsyncGenerator) else result
 
     def _observe(self, raw: dict[str, Any], item: Any) -> None:
         """Keep the provider's usage object of a streamed item in ``raw``."""
@@ -154,17 +225,24 @@ class RecordedSDKModel(ChatModelBase):
         started: datetime,
     ) -> AsyncGenerator[ChatResponse, None]:
         usage = None
+        answered = True
         try:
             async for chunk in chunks:
                 usage = chunk.usage or usage
                 yield chunk
+        except self._sdk_errors() as exc:  # the request failed, or its stream broke off
+            answered = observed.items > 0
+            raise provider_error(exc) from exc
         finally:
             try:
                 await chunks.aclose()
                 await observed.aclose()  # the SDK's stream and its connection with it
             finally:
-                seconds = (datetime.now() - started).total_seconds()
-                self.usage_log.calls.append(self._call_record(usage, raw, seconds))
+                # A call the provider refused before answering anything is no model call
+                # (as a refused request of the lean path).
+                if answered:
+                    seconds = (datetime.now() - started).total_seconds()
+                    self.usage_log.calls.append(self._call_record(usage, raw, seconds))
 
 
 def _dumped(value: Any) -> dict[str, Any]:
@@ -228,6 +306,12 @@ class AnthropicModel(RecordedSDKModel, AnthropicChatModel):
             **self.client_kwargs,
         )
         return client, client.close
+
+    @classmethod
+    def _sdk_errors(cls) -> tuple[type[Exception], ...]:
+        import anthropic
+
+        return (anthropic.APIError,)
 
     def _parse_anthropic_stream_completion_response(
         self, start_datetime: datetime, response: Any
@@ -306,6 +390,14 @@ class GeminiModel(RecordedSDKModel, GeminiChatModel):
         client = genai.Client(api_key=self.client_key[1], **self.client_kwargs)
         return client, client.aio.aclose
 
+    @classmethod
+    def _sdk_errors(cls) -> tuple[type[Exception], ...]:
+        import aiohttp
+        import httpx
+        from google.genai import errors
+
+        return (errors.APIError, httpx.HTTPError, aiohttp.ClientError)
+
     def _parse_stream_response(
         self, start_datetime: datetime, response: Any
     ) -> AsyncGenerator[ChatResponse, None]:
@@ -381,6 +473,13 @@ class OllamaModel(RecordedSDKModel, OllamaChatModel):
 
         client = ollama.AsyncClient(host=self.client_key[1] or None, **self.client_kwargs)
         return client, client._client.aclose
+
+    @classmethod
+    def _sdk_errors(cls) -> tuple[type[Exception], ...]:
+        import httpx
+        import ollama
+
+        return (ollama.ResponseError, httpx.HTTPError)
 
     def _parse_stream_response(
         self, start_datetime: datetime, response: Any

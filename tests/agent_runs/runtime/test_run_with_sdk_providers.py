@@ -293,3 +293,28 @@ def test_a_litellm_model_without_a_provider_cost_is_priced_by_the_catalog_not_by
     # LiteLLM's price list, through the catalog: 11 * 1.5e-7 + 5 * 6e-7
     assert record.cost == Decimal("0.00000465")
     assert record.cost_source == "catalog_fallback"
+
+
+@pytest.mark.parametrize("name", ["anthropic", "gemini", "ollama", "openrouter"])
+@pytest.mark.parametrize(("status", "calls"), [(500, 2), (400, 1)])
+def test_a_provider_error_fails_the_run_as_a_model_error_retried_only_when_transient(
+    name, status, calls, alice, alice_token, redis_queue, daphne_port, settings, monkeypatch
+):
+    with provider(name) as case:
+        configure(case, settings, monkeypatch)
+        settings.AGENT_ROUTER_MODEL = settings.AGENT_MEMORY_MODEL = "demo"
+        settings.AGENT_MODEL_MAX_RETRIES = 1
+        settings.AGENT_MODEL_RETRY_DELAY_SECONDS = 0
+        case.fake.status = status
+        body = run_input()
+        post_run(alice, body)
+        work_burst(redis_queue)
+
+    run = Run.objects.get(run_id=body["runId"])
+    assert run.status == Run.Status.FAILED
+    assert len(case.fake.requests) == calls  # a 5xx once more, a 4xx never
+    stream = read_sse(daphne_port, body["threadId"], token=alice_token)
+    assert stream.types[-1] == "RUN_ERROR"
+    assert stream.events[-1]["data"]["code"] == "model_error"
+    assert "upstream exploded" not in str(stream.events)  # the cause stays private
+    assert "upstream exploded" in run.error  # and is kept for staff
