@@ -208,6 +208,24 @@ def test_a_catalog_file_takes_one_tier_shorthand_and_tiers():
     assert deepseek.source == "prices.yaml"
 
 
+def test_a_catalog_file_takes_a_cache_write_price():
+    (price,) = file_catalog_prices(
+        {
+            "models": {
+                "anthropic/claude-haiku-4-5": {
+                    "input_cost_per_token": "0.000001",
+                    "output_cost_per_token": "0.000005",
+                    "cache_hit_cost_per_token": "0.0000001",
+                    "cache_write_cost_per_token": "0.00000125",
+                }
+            }
+        },
+        default_source="prices.yaml",
+    )
+    assert price.tiers[0].cache_write_cost_per_token == Decimal("0.00000125")
+    assert price.tiers[0].cache_hit_cost_per_token == Decimal("0.0000001")
+
+
 @pytest.mark.parametrize(
     ("data", "message"),
     [
