@@ -5,6 +5,7 @@ the lean OpenAI-compatible model (``openai_compatible``); ``anthropic/``, ``gemi
 model LiteLLM reaches (``litellm_model``). Keys and endpoints come from the environment. The
 last two modules, and their SDKs, are imported only when such a model is made."""
 
+import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -42,6 +43,8 @@ class ModelCall:
     model_id: str
     usage: dict[str, Any]
     metadata: dict[str, Any]
+    # When the call ended (its trace's span ends there, runtime/tracing.py).
+    ended_ns: int = field(default_factory=time.time_ns, compare=False)
 
 
 @dataclass

@@ -33,6 +33,7 @@ from attachments.models import Attachment
 from attachments.schemas import user_message_attachments_metadata
 from attachments.selectors import attachment_from_signed_url
 from billing.budgets import budget_check
+from config.tracing import with_trace_context
 
 logger = logging.getLogger(__name__)
 
@@ -166,7 +167,7 @@ class _RunDraft:
             status=Run.Status.PAUSED if self.options.step_budget == 0 else Run.Status.QUEUED,
             step_budget=self.options.step_budget,
             answer_artifact=self.options.answer_artifact,
-            request=self.options.request,
+            request=with_trace_context(self.options.request),
         )
 
     def user_message(self, *, run_id: str) -> MessageDraft:
