@@ -137,13 +137,18 @@ class PriceCatalogEntryAdmin(admin.ModelAdmin):
     def get_queryset(self, request: HttpRequest) -> QuerySet[PriceCatalogEntry]:
         return super().get_queryset(request).prefetch_related("tiers")
 
-    @admin.display(description="tiers (input / output / cached per token)")
+    @admin.display(description="tiers (input / output / cached / cache write per token)")
     def tiers_display(self, entry: PriceCatalogEntry) -> str:
         return "; ".join(_tier_text(tier) for tier in entry.tiers.all())
 
 
 def _tier_text(tier: PriceTier) -> str:
-    prices = [tier.input_cost_per_token, tier.output_cost_per_token, tier.cache_hit_cost_per_token]
+    prices = [
+        tier.input_cost_per_token,
+        tier.output_cost_per_token,
+        tier.cache_hit_cost_per_token,
+        tier.cache_write_cost_per_token,
+    ]
     text = " / ".join("-" if price is None else selectors.format_cost(price) for price in prices)
     return f"≤{tier.max_prompt_tokens or '∞'}: {text}"
 

@@ -14,6 +14,7 @@ The file format (docs/billing.md, "Pricing catalog file")::
         input_cost_per_token: "0.00000028"   # one unbounded tier, or:
         output_cost_per_token: "0.00000042"
         cache_hit_cost_per_token: "0.000000028"
+        # cache_write_cost_per_token: a prompt token written to the cache (optional)
       dashscope/qwen3-max:
         currency: USD                   # optional per model, as are source_url, effective_from
         tiers:
@@ -48,6 +49,7 @@ _ABOVE = re.compile(r"^input_cost_per_token_above_(\d+)k_tokens$")
 # LiteLLM modes billed per prompt and completion token.
 _TOKEN_MODES = {"chat", "completion", "responses"}
 LITELLM_CURRENCY = "USD"
+LITELLM_PROVIDER = "litellm"  # every model LiteLLM prices, as litellm/ model ids
 _LITELLM_BUNDLED = "model_prices_and_context_window_backup.json"
 
 
@@ -80,6 +82,9 @@ def tiers_key(tiers: Iterable[PriceTier]) -> tuple[tuple[Any, ...], ...]:
                     None
                     if tier.cache_hit_cost_per_token is None
                     else tier.cache_hit_cost_per_token.normalize(),
+                    None
+                    if tier.cache_write_cost_per_token is None
+                    else tier.cache_write_cost_per_token.normalize(),
                 )
                 for tier in tiers
             ),
@@ -95,21 +100,33 @@ def litellm_catalog_prices(
 ) -> list[CatalogPrice]:
     """The chat models of ``providers`` in LiteLLM's ``model_cost``, ids in ``provider/model``
     form. ``tiered_pricing`` and ``*_above_Nk_tokens`` prices become tiers; an entry keyed
-    both ways (``deepseek-chat`` and ``deepseek/deepseek-chat``) is taken once, prefixed."""
+    both ways (``deepseek-chat`` and ``deepseek/deepseek-chat``) is taken once, prefixed.
+
+    The provider ``litellm`` stands for every chat model LiteLLM prices, as the ``litellm/``
+    model ids name them: ``litellm/<LiteLLM's key>`` (``litellm/openrouter/openai/gpt-4o``)
+    and, for a key without its provider, ``litellm/<provider>/<key>`` too."""
     wanted = set(providers)
+    everything = LITELLM_PROVIDER in wanted
     prices: dict[str, CatalogPrice] = {}
     for key, info in model_cost.items():
-        if not isinstance(info, Mapping) or info.get("litellm_provider") not in wanted:
-            continue
-        if info.get("mode", "chat") not in _TOKEN_MODES:
+        if not isinstance(info, Mapping) or not info.get("litellm_provider"):
             continue
         provider = str(info["litellm_provider"])
-        prefixed = key.startswith(f"{provider}/")
-        model_id = key if prefixed else f"{provider}/{key}"
-        if model_id in prices and not prefixed:
+        if (provider not in wanted and not everything) or info.get("mode", "chat") not in (
+            _TOKEN_MODES
+        ):
             continue
         tiers = litellm_tiers(info)
-        if tiers:
+        if not tiers:
+            continue
+        prefixed = key.startswith(f"{provider}/")
+        ids = []
+        if provider in wanted and not (f"{provider}/{key}" in prices and not prefixed):
+            ids.append(key if prefixed else f"{provider}/{key}")
+        if everything:
+            ids += [f"{LITELLM_PROVIDER}/{key}"]
+            ids += [] if prefixed else [f"{LITELLM_PROVIDER}/{provider}/{key}"]
+        for model_id in ids:
             prices[model_id] = CatalogPrice(
                 model_id=model_id,
                 currency=LITELLM_CURRENCY,
@@ -135,8 +152,9 @@ def litellm_tiers(info: Mapping[str, Any]) -> tuple[PriceTier, ...]:
     base_cache = _price(info.get("cache_read_input_token_cost"))
     if base_cache is None:
         base_cache = _price(info.get("input_cost_per_token_cache_hit"))
+    base_write = _price(info.get("cache_creation_input_token_cost"))
     bounds: list[int | None] = [*thresholds, None]
-    tiers = [PriceTier(bounds[0], base_input, base_output, base_cache)]
+    tiers = [PriceTier(bounds[0], base_input, base_output, base_cache, base_write)]
     for above, bound in zip(thresholds, bounds[1:], strict=True):
         suffix = f"_above_{above // 1000}k_tokens"
         previous = tiers[-1]
@@ -147,6 +165,7 @@ def litellm_tiers(info: Mapping[str, Any]) -> tuple[PriceTier, ...]:
                 _price(info.get(f"output_cost_per_token{suffix}"))
                 or previous.output_cost_per_token,
                 _price(info.get(f"cache_read_input_token_cost{suffix}")),
+                _price(info.get(f"cache_creation_input_token_cost{suffix}")),
             )
         )
     return tuple(tiers)
@@ -170,6 +189,7 @@ def _litellm_tiered(tiered: list[Any]) -> tuple[PriceTier, ...]:
                 input_price,
                 output_price,
                 _price(row.get("cache_read_input_token_cost")),
+                _price(row.get("cache_creation_input_token_cost")),
             )
         )
     return tuple(tiers)
@@ -196,6 +216,9 @@ class _TierSpec(BaseModel):
     cache_hit_cost_per_token: Decimal | None = Field(
         default=None, ge=0, decimal_places=PRICE_DECIMAL_PLACES
     )
+    cache_write_cost_per_token: Decimal | None = Field(
+        default=None, ge=0, decimal_places=PRICE_DECIMAL_PLACES
+    )
 
 
 class _ModelSpec(BaseModel):
@@ -209,7 +232,12 @@ class _ModelSpec(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _one_tier_shorthand(cls, data: Any) -> Any:
-        prices = ("input_cost_per_token", "output_cost_per_token", "cache_hit_cost_per_token")
+        prices = (
+            "input_cost_per_token",
+            "output_cost_per_token",
+            "cache_hit_cost_per_token",
+            "cache_write_cost_per_token",
+        )
         if isinstance(data, dict) and "tiers" not in data and "input_cost_per_token" in data:
             rest = {key: value for key, value in data.items() if key not in prices}
             return {**rest, "tiers": [{key: data[key] for key in prices if key in data}]}
@@ -257,6 +285,7 @@ def file_catalog_prices(data: Any, *, default_source: str) -> list[CatalogPrice]
                     tier.input_cost_per_token,
                     tier.output_cost_per_token,
                     tier.cache_hit_cost_per_token,
+                    tier.cache_write_cost_per_token,
                 )
                 for tier in spec.tiers
             ),

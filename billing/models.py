@@ -69,6 +69,16 @@ class PriceTier(models.Model):
         blank=True,
         help_text="Price of a cached prompt token; empty or 0: the input price.",
     )
+    cache_write_cost_per_token = models.DecimalField(
+        max_digits=PRICE_DIGITS,
+        decimal_places=DECIMAL_PLACES,
+        null=True,
+        blank=True,
+        help_text=(
+            "Price of a prompt token written to the provider's cache (Anthropic's cache "
+            "creation); empty or 0: the input price."
+        ),
+    )
 
     class Meta:
         constraints = [

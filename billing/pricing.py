@@ -15,12 +15,15 @@ from billing.schemas import CostSource, UsageDigest, UsageSummary
 
 @dataclass(frozen=True)
 class PriceTier:
-    """One tier of a catalog price (spec 5.5); ``max_prompt_tokens=None`` is unbounded."""
+    """One tier of a catalog price (spec 5.5); ``max_prompt_tokens=None`` is unbounded.
+    ``cache_write_cost_per_token``: a prompt token written to the provider's cache
+    (Anthropic's cache creation), priced apart where the catalog says."""
 
     max_prompt_tokens: int | None
     input_cost_per_token: Decimal
     output_cost_per_token: Decimal
     cache_hit_cost_per_token: Decimal | None = None
+    cache_write_cost_per_token: Decimal | None = None
 
 
 @dataclass(frozen=True)
@@ -45,6 +48,8 @@ class CallUsage:
     prompt_cache_miss_tokens: int = 0
     reasoning_tokens: int = 0
     direct_cost: Decimal | None = None
+    # Prompt tokens written to the provider's cache (part of input_tokens, not cached ones).
+    cache_write_tokens: int = 0
 
     @property
     def usage_complete(self) -> bool:
@@ -69,7 +74,10 @@ MAX_AMOUNT = Decimal(10) ** 12
 
 def normalise_usage(usage: Mapping[str, Any], metadata: Mapping[str, Any]) -> CallUsage:
     """Read one call's usage in the spec's order (5.2): the direct fields first, then the
-    provider's raw usage (``metadata``) to fill what is missing."""
+    provider's raw usage (``metadata``) to fill what is missing. The direct fields of an
+    Anthropic, Gemini or Ollama call are already in the spec's sense (the runtime adds
+    Anthropic's cached prompt tokens to its ``input_tokens``); their raw usage adds Gemini's
+    ``thoughtsTokenCount`` as reasoning tokens."""
     input_tokens = _first_int(usage.get("input_tokens"), metadata.get("prompt_tokens"))
     output_tokens = _first_int(usage.get("output_tokens"), metadata.get("completion_tokens"))
     total_tokens = _first_int(usage.get("total_tokens"), metadata.get("total_tokens"))
@@ -96,12 +104,32 @@ def normalise_usage(usage: Mapping[str, Any], metadata: Mapping[str, Any]) -> Ca
         prompt_cache_hit_tokens=hit_tokens or 0,
         prompt_cache_miss_tokens=_first_int(metadata.get("prompt_cache_miss_tokens")) or 0,
         reasoning_tokens=(
-            _first_int(_path(metadata, "completion_tokens_details", "reasoning_tokens")) or 0
+            _first_int(
+                _path(metadata, "completion_tokens_details", "reasoning_tokens"),
+                metadata.get("thoughtsTokenCount"),  # Gemini's usageMetadata
+            )
+            or 0
         ),
         direct_cost=_first_cost(
             usage.get("cost"), metadata.get("cost"), metadata.get("total_cost")
         ),
+        cache_write_tokens=_cache_write_tokens(usage, metadata, input_tokens, cached),
     )
+
+
+def _cache_write_tokens(
+    usage: Mapping[str, Any], metadata: Mapping[str, Any], input_tokens: int | None, cached: int
+) -> int:
+    """Anthropic's ``cache_creation_input_tokens`` (AgentScope's field of the same name), at
+    most the prompt's tokens not read from the cache."""
+    written = (
+        _first_int(
+            metadata.get("cache_creation_input_tokens"),
+            usage.get("cache_creation_input_tokens"),
+        )
+        or 0
+    )
+    return written if input_tokens is None else min(written, max(input_tokens - cached, 0))
 
 
 def tier_for(tiers: Iterable[PriceTier], prompt_tokens: int) -> PriceTier | None:
@@ -122,6 +150,9 @@ def catalog_cost(call: CallUsage, price: Price | None) -> Decimal | None:
 
     ``uncached * input + cached * cached_rate + completion * output``, where the cached rate
     is the tier's ``cache_hit_cost_per_token`` when set and above zero, else the input rate.
+    Of the uncached tokens, those written to the provider's cache are priced at the tier's
+    ``cache_write_cost_per_token`` when set and above zero (else the input rate, as the
+    spec's formula has it).
     Tokens the provider did not report count as zero; the call is then flagged incomplete.
     """
     if price is None:
@@ -131,14 +162,17 @@ def catalog_cost(call: CallUsage, price: Price | None) -> Decimal | None:
     if tier is None:
         return None
     cached = min(call.cached_prompt_tokens, prompt_tokens)
-    cached_rate = tier.input_cost_per_token
-    if tier.cache_hit_cost_per_token is not None and tier.cache_hit_cost_per_token > 0:
-        cached_rate = tier.cache_hit_cost_per_token
+    written = min(call.cache_write_tokens, prompt_tokens - cached)
     return (
-        (prompt_tokens - cached) * tier.input_cost_per_token
-        + cached * cached_rate
+        (prompt_tokens - cached - written) * tier.input_cost_per_token
+        + cached * _rate_or_input(tier.cache_hit_cost_per_token, tier)
+        + written * _rate_or_input(tier.cache_write_cost_per_token, tier)
         + (call.output_tokens or 0) * tier.output_cost_per_token
     )
+
+
+def _rate_or_input(rate: Decimal | None, tier: PriceTier) -> Decimal:
+    return rate if rate is not None and rate > 0 else tier.input_cost_per_token
 
 
 def cost_source_for(

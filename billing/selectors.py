@@ -37,7 +37,8 @@ CATALOG_STAMP_SQL = (
     "%(entry)s.id::text || ':' || %(entry)s.currency || ':' || coalesce(("
     "SELECT string_agg(concat_ws('/', t.id, coalesce(t.max_prompt_tokens::text, '-'), "
     "t.input_cost_per_token, t.output_cost_per_token, "
-    "coalesce(t.cache_hit_cost_per_token::text, '-')), ',' ORDER BY t.id) "
+    "coalesce(t.cache_hit_cost_per_token::text, '-'), "
+    "coalesce(t.cache_write_cost_per_token::text, '-')), ',' ORDER BY t.id) "
     "FROM billing_pricetier t WHERE t.entry_id = %(entry)s.id), '')"
 )
 
@@ -117,6 +118,7 @@ def price_of(entry: PriceCatalogEntry) -> Price:
                 input_cost_per_token=tier.input_cost_per_token,
                 output_cost_per_token=tier.output_cost_per_token,
                 cache_hit_cost_per_token=tier.cache_hit_cost_per_token,
+                cache_write_cost_per_token=tier.cache_write_cost_per_token,
             )
             for tier in entry.tiers.all()
         ),
@@ -141,7 +143,11 @@ def run_usage_summary(*, run: Run, recorded_by: datetime | None = None) -> Usage
     return summarise([_priced_call(record) for record in records])
 
 
-_CALL_USAGE_FIELDS = tuple(field.name for field in dataclass_fields(CallUsage))
+# A record's columns of its CallUsage. Its cache writes are no column: they are in its raw
+# usage, and what they cost in its catalog cost.
+_CALL_USAGE_FIELDS = tuple(
+    field.name for field in dataclass_fields(CallUsage) if field.name != "cache_write_tokens"
+)
 _RUN_CALLS = (
     f"SELECT {', '.join(_CALL_USAGE_FIELDS)}, catalog_cost, currency "
     f"FROM {UsageRecord._meta.db_table} WHERE run_id = %s ORDER BY id"

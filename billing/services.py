@@ -453,6 +453,7 @@ def _entry_create(*, price: CatalogPrice, effective_from: Any) -> PriceCatalogEn
             input_cost_per_token=tier.input_cost_per_token,
             output_cost_per_token=tier.output_cost_per_token,
             cache_hit_cost_per_token=tier.cache_hit_cost_per_token,
+            cache_write_cost_per_token=tier.cache_write_cost_per_token,
         )
         for tier in price.tiers
     )

@@ -246,6 +246,11 @@ DEEPSEEK_API_KEY = env_str("DEEPSEEK_API_KEY", "")
 DEEPSEEK_BASE_URL = env_str("DEEPSEEK_BASE_URL", "")  # empty: DeepSeek's own
 DASHSCOPE_API_KEY = env_str("DASHSCOPE_API_KEY", "")
 DASHSCOPE_BASE_URL = env_str("DASHSCOPE_BASE_URL", "")  # empty: DashScope's compatible mode
+ANTHROPIC_API_KEY = env_str("ANTHROPIC_API_KEY", "")
+ANTHROPIC_BASE_URL = env_str("ANTHROPIC_BASE_URL", "")  # empty: Anthropic's
+GEMINI_API_KEY = env_str("GEMINI_API_KEY", "")
+GEMINI_BASE_URL = env_str("GEMINI_BASE_URL", "")  # empty: the Gemini API's
+OLLAMA_BASE_URL = env_str("OLLAMA_BASE_URL", "")  # empty: http://localhost:11434
 
 # The event stream (docs/spec/sse-events-and-usage.md).
 AGENT_EVENTS_STREAM_MAXLEN = env_int("AGENT_EVENTS_STREAM_MAXLEN", 10_000, minimum=100)
@@ -276,7 +281,8 @@ BUDGET_DEFAULT_DAILY = env_decimal("BUDGET_DEFAULT_DAILY")
 BUDGET_DEFAULT_MONTHLY = env_decimal("BUDGET_DEFAULT_MONTHLY")
 # The providers whose models `update_pricing_catalog` takes from LiteLLM's catalog.
 BILLING_CATALOG_PROVIDERS = env_list(
-    "BILLING_CATALOG_PROVIDERS", ["deepseek", "dashscope", "openai"]
+    "BILLING_CATALOG_PROVIDERS",
+    ["deepseek", "dashscope", "openai", "anthropic", "gemini", "ollama"],
 )
 # The period the admin's costs page shows when none is chosen, in days.
 BILLING_COSTS_DEFAULT_DAYS = env_int("BILLING_COSTS_DEFAULT_DAYS", 30, minimum=1)

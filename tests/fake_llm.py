@@ -38,12 +38,15 @@ class FakeOpenAI:
         # (one run's provider failing among many).
         self.failing_text: str | None = None
         self.requests: list[dict[str, Any]] = []
-        # The requests whose client closed the connection before the answer (its delay).
+        # The requests whose client closed the connection before the answer (its delay) or
+        # midway (each request counts the chunks ``written``).
         self.abandoned: list[dict[str, Any]] = []
         self.worker_turns = 0
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
+            request_made: dict[str, Any]  # the request being answered
+
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length", "0"))
                 body = json.loads(self.rfile.read(length) or b"{}")
@@ -62,6 +65,14 @@ class FakeOpenAI:
                 self.send_response(200)
                 self.send_header("Content-Type", "text/event-stream")
                 self.end_headers()
+                self.request_made = request
+                request["written"] = 0
+                try:
+                    self._answer(body)
+                except OSError:  # the client closed the connection midway
+                    fake.abandoned.append(request)
+
+            def _answer(self, body: dict[str, Any]) -> None:
                 offered = {tool["function"]["name"] for tool in body.get("tools", [])}
                 if "generate_structured_output" in offered:
                     route = json.dumps(fake.route)
@@ -126,6 +137,7 @@ class FakeOpenAI:
                 time.sleep(fake.chunk_delay)
                 self.wfile.write(f"data: {json.dumps(payload)}\n\n".encode())
                 self.wfile.flush()
+                self.request_made["written"] += 1
 
             def _send_json(self, status: int, payload: dict[str, Any]) -> None:
                 data = json.dumps(payload).encode()

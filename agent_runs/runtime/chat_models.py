@@ -1,6 +1,9 @@
-"""Chat models by model id (docs/configuration.md, "Models"): ``demo``, the offline model,
-or ``<provider>/<model>`` for DeepSeek, DashScope (Qwen) or any OpenAI-compatible endpoint
-(``openai_compatible``). Keys and endpoints come from the environment."""
+"""Chat models by model id (docs/configuration.md, "Models"): ``demo``, the offline model;
+``<provider>/<model>`` for DeepSeek, DashScope (Qwen) or any OpenAI-compatible endpoint, on
+the lean OpenAI-compatible model (``openai_compatible``); ``anthropic/``, ``gemini/`` and
+``ollama/<model>`` on AgentScope's own models (``sdk_models``); ``litellm/<model>`` for any
+model LiteLLM reaches (``litellm_model``). Keys and endpoints come from the environment. The
+last two modules, and their SDKs, are imported only when such a model is made."""
 
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
@@ -19,6 +22,15 @@ PROVIDERS = {
     "deepseek": ("DEEPSEEK_API_KEY", "DEEPSEEK_BASE_URL"),
     "dashscope": ("DASHSCOPE_API_KEY", "DASHSCOPE_BASE_URL"),
     "openai": ("OPENAI_API_KEY", "OPENAI_BASE_URL"),
+}
+
+
+# Providers on their own SDKs (or LiteLLM's): each one's key setting (None: it needs none).
+SDK_PROVIDERS: dict[str, str | None] = {
+    "anthropic": "ANTHROPIC_API_KEY",
+    "gemini": "GEMINI_API_KEY",
+    "ollama": None,
+    "litellm": None,  # LiteLLM reads its providers' variables itself
 }
 
 
@@ -113,9 +125,11 @@ def chat_model_for(
     if model_id == DEMO_MODEL_ID:
         return DemoTrackingModel(model_id=model_id, usage_log=log)
     provider, _, name = model_id.partition("/")
+    if name and provider in SDK_PROVIDERS:
+        return _sdk_model(provider, model_id=model_id, name=name, usage_log=log, thinking=thinking)
     names = PROVIDERS.get(provider)
     if names is None or not name:
-        known = ", ".join(f"'{prefix}/<model>'" for prefix in PROVIDERS)
+        known = ", ".join(f"'{prefix}/<model>'" for prefix in (*PROVIDERS, *SDK_PROVIDERS))
         raise ImproperlyConfigured(f"unknown model id {model_id!r}: use 'demo', {known}")
     key_setting, base_url_setting = names
     api_key = getattr(settings, key_setting)
@@ -131,3 +145,36 @@ def chat_model_for(
         timeout=settings.AGENT_MODEL_TIMEOUT_SECONDS,
         thinking=thinking,
     )
+
+
+def _sdk_model(
+    provider: str, *, model_id: str, name: str, usage_log: UsageLog, thinking: bool
+) -> ChatModelBase:
+    """An ``anthropic/``, ``gemini/``, ``ollama/`` or ``litellm/`` model."""
+    key_setting = SDK_PROVIDERS[provider]
+    api_key = getattr(settings, key_setting) if key_setting else ""
+    if key_setting and not api_key:
+        raise ImproperlyConfigured(f"{model_id} needs {key_setting}")
+    common: dict[str, Any] = {
+        "model_id": model_id,
+        "usage_log": usage_log,
+        "model": name,
+        "max_retries": settings.AGENT_MODEL_MAX_RETRIES,
+        "retry_delay": settings.AGENT_MODEL_RETRY_DELAY_SECONDS,
+        "timeout": settings.AGENT_MODEL_TIMEOUT_SECONDS,
+        "thinking": thinking,
+    }
+    # Imported here: their SDKs (LiteLLM's import takes seconds) only when configured.
+    if provider == "litellm":
+        from agent_runs.runtime.litellm_model import LiteLLMChatModel
+
+        return LiteLLMChatModel(**common)
+    from agent_runs.runtime import sdk_models
+
+    if provider == "anthropic":
+        return sdk_models.AnthropicModel(
+            **common, api_key=api_key, base_url=settings.ANTHROPIC_BASE_URL
+        )
+    if provider == "gemini":
+        return sdk_models.GeminiModel(**common, api_key=api_key, base_url=settings.GEMINI_BASE_URL)
+    return sdk_models.OllamaModel(**common, base_url=settings.OLLAMA_BASE_URL)

@@ -447,12 +447,16 @@ async def _status_error(response: aiohttp.ClientResponse) -> ProviderStatusError
     except ValueError:
         body = raw.decode(errors="replace")
     status = response.status
-    message = f"Error code: {status} - {body}"
     data = body.get("error", body) if isinstance(body, dict) else body
+    return status_error(status, f"Error code: {status} - {body}", body=data)
+
+
+def status_error(status: int, message: str, *, body: Any = None) -> ProviderStatusError:
+    """The error of a 4xx/5xx answer: the class the SDK names for its status."""
     kind = _STATUS_ERRORS.get(status)
     if kind is None:
         kind = InternalServerError if status >= 500 else ProviderStatusError
-    return kind(message, status_code=status, body=data)
+    return kind(message, status_code=status, body=body)
 
 
 _STATUS_ERRORS: dict[int, type[ProviderStatusError]] = {
@@ -501,7 +505,7 @@ class ChunkStream:
             self._model.call_ended(self._usage)
 
     async def _read(self) -> AsyncGenerator[ChatResponse, None]:
-        parse = _StreamParser(self._model.dialect, self._started)
+        parse = StreamParser(self._model.dialect, self._started)
         data: list[bytes] = []  # the data lines of the event being read
         pending = b""
         try:
@@ -552,7 +556,7 @@ def _event_json(data: list[bytes]) -> Any:
     return event
 
 
-class _StreamParser:
+class StreamParser:
     """A call's chunks to AgentScope's deltas, as its OpenAI-compatible models'
     ``_parse_stream_response`` makes them: a delta per chunk that carries content or
     follows the usage, text, thinking and each tool call as blocks with ids stable for the

@@ -59,6 +59,7 @@ from agent_runs.runtime.chat_models import chat_model_for
 from agent_runs.runtime.demo_model import DEMO_MODEL_ID
 from agent_runs.runtime.host import Ending, HeldJob, RunHost
 from agent_runs.runtime.openai_compatible import provider_clients_close
+from agent_runs.runtime.sdk_models import sdk_clients_close
 from agent_runs.runtime.tracing import worker_tracing_start
 from agent_runs.services.interrupts import interrupts_expire
 from agent_runs.services.lifecycle import runs_heartbeat, runs_recover
@@ -138,6 +139,7 @@ class RunWorker(SimpleWorker):
             self._finisher.shutdown(wait=True)
             self._host.run(close_event_connection())
             self._host.run(provider_clients_close())
+            self._host.run(sdk_clients_close())
             self._host.close()
             tracing_flush()
 

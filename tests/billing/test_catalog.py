@@ -75,6 +75,14 @@ MODEL_COST = {
         "mode": "chat",
         "input_cost_per_token": 3e-06,
         "output_cost_per_token": 1.5e-05,
+        "cache_read_input_token_cost": 3e-07,
+        "cache_creation_input_token_cost": 3.75e-06,
+    },
+    "openrouter/openai/gpt-9": {
+        "litellm_provider": "openrouter",
+        "mode": "chat",
+        "input_cost_per_token": 1.5e-07,
+        "output_cost_per_token": 6e-07,
     },
     "dashscope/qwen-no-price": {"litellm_provider": "dashscope", "mode": "chat"},
 }
@@ -126,6 +134,37 @@ def test_litellm_above_nk_prices_become_a_tier_above_n_thousand_prompt_tokens():
     )
 
 
+def test_litellm_prices_keep_the_cache_write_price():
+    prices = by_id(litellm_catalog_prices(MODEL_COST, providers=["anthropic"]))
+    assert prices["anthropic/claude-sonnet-9"].tiers == (
+        PriceTier(
+            None,
+            Decimal("0.000003"),
+            Decimal("0.000015"),
+            cache_hit_cost_per_token=Decimal("0.0000003"),
+            cache_write_cost_per_token=Decimal("0.00000375"),
+        ),
+    )
+
+
+def test_the_litellm_provider_prices_every_model_as_its_litellm_model_id():
+    prices = by_id(litellm_catalog_prices(MODEL_COST, providers=["litellm"]))
+    # LiteLLM's key after litellm/, and the provider's prefix for a key without one.
+    assert {
+        "litellm/openrouter/openai/gpt-9",
+        "litellm/claude-sonnet-9",
+        "litellm/anthropic/claude-sonnet-9",
+        "litellm/deepseek/deepseek-chat",
+        "litellm/gpt-5.4",
+        "litellm/openai/gpt-5.4",
+    } <= set(prices)
+    assert not any(model_id.startswith(("openrouter/", "anthropic/")) for model_id in prices)
+    assert "litellm/dall-e-3" not in prices  # not billed per token
+    assert prices["litellm/openrouter/openai/gpt-9"].tiers == (
+        PriceTier(None, Decimal("0.00000015"), Decimal("0.0000006")),
+    )
+
+
 def test_a_catalog_file_takes_one_tier_shorthand_and_tiers():
     prices = file_catalog_prices(
         {
@@ -167,6 +206,24 @@ def test_a_catalog_file_takes_one_tier_shorthand_and_tiers():
     # A naive time in the file is UTC.
     assert deepseek.effective_from == datetime(2026, 3, 1, 8, tzinfo=UTC)
     assert deepseek.source == "prices.yaml"
+
+
+def test_a_catalog_file_takes_a_cache_write_price():
+    (price,) = file_catalog_prices(
+        {
+            "models": {
+                "anthropic/claude-haiku-4-5": {
+                    "input_cost_per_token": "0.000001",
+                    "output_cost_per_token": "0.000005",
+                    "cache_hit_cost_per_token": "0.0000001",
+                    "cache_write_cost_per_token": "0.00000125",
+                }
+            }
+        },
+        default_source="prices.yaml",
+    )
+    assert price.tiers[0].cache_write_cost_per_token == Decimal("0.00000125")
+    assert price.tiers[0].cache_hit_cost_per_token == Decimal("0.0000001")
 
 
 @pytest.mark.parametrize(

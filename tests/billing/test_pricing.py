@@ -139,6 +139,48 @@ def test_a_call_without_token_counts_is_not_a_usage_record():
     assert not normalise_usage({"input_tokens": 5}, {}).usage_complete
 
 
+def test_it_reads_an_anthropic_call_with_cache_reads_and_writes():
+    # The runtime's direct fields: input_tokens is the whole prompt (25 + 100 read + 20
+    # written); the raw usage is Anthropic's, whose input_tokens leaves the cache out.
+    usage = {
+        "input_tokens": 145,
+        "output_tokens": 15,
+        "time": 0.5,
+        "cache_input_tokens": 100,
+        "cache_creation_input_tokens": 20,
+    }
+    metadata = {
+        "input_tokens": 25,
+        "output_tokens": 15,
+        "cache_read_input_tokens": 100,
+        "cache_creation_input_tokens": 20,
+    }
+    call = normalise_usage(usage, metadata)
+    assert (call.input_tokens, call.output_tokens, call.total_tokens) == (145, 15, 160)
+    assert (call.cached_prompt_tokens, call.cache_write_tokens) == (100, 20)
+
+
+def test_it_reads_gemini_thoughts_as_reasoning_tokens():
+    usage = {"input_tokens": 120, "output_tokens": 16, "time": 0.2, "cache_input_tokens": 100}
+    metadata = {
+        "promptTokenCount": 120,
+        "candidatesTokenCount": 10,
+        "thoughtsTokenCount": 6,
+        "cachedContentTokenCount": 100,
+        "totalTokenCount": 136,
+    }
+    call = normalise_usage(usage, metadata)
+    assert (call.input_tokens, call.output_tokens, call.total_tokens) == (120, 16, 136)
+    assert (call.cached_prompt_tokens, call.reasoning_tokens) == (100, 6)
+
+
+def test_it_reads_an_ollama_call():
+    usage = {"input_tokens": 42, "output_tokens": 9, "time": 0.1}
+    call = normalise_usage(usage, {"prompt_eval_count": 42, "eval_count": 9})
+    assert (call.input_tokens, call.output_tokens, call.total_tokens) == (42, 9, 51)
+    assert call.usage_complete
+
+
 # 5.5 catalog fallback ------------------------------------------------------------------------
 
 
@@ -389,3 +431,45 @@ def test_numbers_no_record_can_hold_are_not_usage():
     assert call.input_tokens is None and call.output_tokens == 5
     assert call.direct_cost is None
     assert not call.usage_complete
+
+
+CLAUDE_HAIKU = Price(
+    "USD",
+    (
+        PriceTier(
+            None,
+            Decimal("0.000001"),
+            Decimal("0.000005"),
+            cache_hit_cost_per_token=Decimal("0.0000001"),
+            cache_write_cost_per_token=Decimal("0.00000125"),
+        ),
+    ),
+)
+
+
+def test_cache_writes_cost_the_catalogs_cache_write_rate():
+    # 25 * 0.000001 + 100 * 0.0000001 + 20 * 0.00000125 + 15 * 0.000005
+    # = 0.000025 + 0.00001 + 0.000025 + 0.000075 = 0.000135
+    usage = {"input_tokens": 145, "output_tokens": 15, "cache_input_tokens": 100}
+    call = normalise_usage(usage, {"cache_creation_input_tokens": 20})
+    assert catalog_cost(call, CLAUDE_HAIKU) == Decimal("0.000135")
+
+
+def test_without_a_cache_write_rate_cache_writes_cost_the_input_rate():
+    # 45 * 0.000001 + 100 * 0.0000001 + 15 * 0.000005 = 0.000045 + 0.00001 + 0.000075
+    usage = {"input_tokens": 145, "output_tokens": 15, "cache_input_tokens": 100}
+    call = normalise_usage(usage, {"cache_creation_input_tokens": 20})
+    no_rate = Price(
+        "USD",
+        (PriceTier(None, Decimal("0.000001"), Decimal("0.000005"), Decimal("0.0000001")),),
+    )
+    assert catalog_cost(call, no_rate) == Decimal("0.000130")
+
+
+def test_more_cache_writes_than_uncached_prompt_tokens_are_capped():
+    # A glitch: 200 written of a 145-token prompt with 100 read: at most 45 were written.
+    call = normalise_usage(
+        {"input_tokens": 145, "output_tokens": 0, "cache_input_tokens": 100},
+        {"cache_creation_input_tokens": 200},
+    )
+    assert call.cache_write_tokens == 45

@@ -48,8 +48,8 @@ MODEL_COST: dict[str, Any] = {
         "input_cost_per_token": 1.5e-07,
         "output_cost_per_token": 6e-07,
     },
-    "claude-x": {
-        "litellm_provider": "anthropic",
+    "mistral-x": {
+        "litellm_provider": "mistral",
         "mode": "chat",
         "input_cost_per_token": 1e-06,
         "output_cost_per_token": 1e-06,

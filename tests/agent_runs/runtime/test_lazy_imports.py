@@ -82,7 +82,18 @@ WORKER_PROBE = textwrap.dedent(
         cursor.execute("SELECT %s", [1])
     loaded = {
         name: name in sys.modules
-        for name in ("openai", "numpy", "agentscope", "agent_runs.protocols.openai_responses.views")
+        for name in (
+            "openai",
+            "numpy",
+            "agentscope",
+            "agent_runs.protocols.openai_responses.views",
+            # The SDKs of the anthropic/, gemini/, ollama/ and litellm/ models: only when
+            # such a model is configured.
+            "anthropic",
+            "google.genai",
+            "ollama",
+            "litellm",
+        )
     }
     import openai  # used after all: the real module
     loaded["openai_works"] = openai.APIError.__module__ == "openai"
@@ -115,6 +126,10 @@ def test_the_worker_command_loads_neither_the_url_configuration_nor_what_agentsc
         "numpy": False,
         "agentscope": True,  # the worker's pipeline is imported
         "agent_runs.protocols.openai_responses.views": False,
+        "anthropic": False,
+        "google.genai": False,
+        "ollama": False,
+        "litellm": False,
         "openai_works": True,
         "frozen": True,
         "young_threshold": 10_000,
