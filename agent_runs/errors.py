@@ -302,3 +302,26 @@ class InterruptNotAnApproval(DomainError):
             f"interrupt {json.dumps(interrupt_id)} waits on the client's tool result, "
             "not on an approval"
         )
+
+
+class AutomationJobInvalid(DomainError):
+    """An automation job's field breaks its rule (docs/automations.md); the message names the
+    field (``invalid schedule: …``)."""
+
+    code = "invalid_input"
+    status = 422
+
+    def __init__(self, field: str, problem: str) -> None:
+        super().__init__(f"invalid {field}: {problem}")
+        self.field = field
+
+
+class AutomationJobBusy(DomainError):
+    """A job whose ``multitask`` is ``reject`` was asked to run while its previous run is
+    still queued, running or paused."""
+
+    code = "automation_job_busy"
+    status = 409
+
+    def __init__(self) -> None:
+        super().__init__("the job's previous run is still queued, running or paused")
