@@ -145,6 +145,8 @@ def automation_config_check(config: Any) -> None:
             problem = exc.errors()[0]
             where = ".".join(str(part) for part in problem["loc"])
             raise ValueError(f"{stage} stage: {where}: {problem['msg']}") from exc
+        except ValueError as exc:
+            raise ValueError(f"{stage} stage: {exc}") from exc
 
 
 def stage_enabled(*, run: Run, stage: str) -> bool:
