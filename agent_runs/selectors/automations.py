@@ -15,8 +15,13 @@ def automation_jobs_of_user(*, user: Any) -> QuerySet[AutomationJob]:
     return AutomationJob.objects.filter(owner_id=user.pk).order_by("name", "pk")
 
 
-def automation_job_get_for_user(*, user: Any, job_id: int) -> AutomationJob:
-    """The user's job ``job_id``; ``Http404`` for another's, a shared one, or none."""
+def automation_job_get_for_user(*, user: Any, job_id: int | str) -> AutomationJob:
+    """The user's job ``job_id`` (its id, or the id as its path spells it); ``Http404`` for
+    another's, a shared one, none, or an id that is not one."""
+    if isinstance(job_id, str):
+        if not (job_id.isascii() and job_id.isdigit() and len(job_id) <= 18):
+            raise Http404
+        job_id = int(job_id)
     job = AutomationJob.objects.filter(owner_id=user.pk, pk=job_id).first()
     if job is None:
         raise Http404

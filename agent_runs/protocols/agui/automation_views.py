@@ -4,7 +4,8 @@
 
 from typing import Any
 
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -35,6 +36,9 @@ from agent_runs.services.automations import (
 )
 from config.openapi import error_responses
 
+JOB_ID = OpenApiParameter(
+    "job_id", OpenApiTypes.INT, OpenApiParameter.PATH, description="The job's `id`."
+)
 _MULTITASK_HELP = (
     "What a due time does while the job's previous run is still queued, running or paused: "
     "`reject` skips it (the job's `lastOutcome` says why; `POST …/run` answers 409); "
@@ -159,16 +163,18 @@ class AutomationJobDetailApi(APIView):
 
     @extend_schema(
         operation_id="automations_retrieve",
+        parameters=[JOB_ID],
         summary="An automation job",
         tags=["automations"],
         responses={200: AutomationJobSerializer, **error_responses(401, 404)},
     )
-    def get(self, request: Request, job_id: int) -> Response:
+    def get(self, request: Request, job_id: str) -> Response:
         job = automation_job_get_for_user(user=request_user(request), job_id=job_id)
         return Response(_job_out(job))
 
     @extend_schema(
         operation_id="automations_partial_update",
+        parameters=[JOB_ID],
         summary="Change an automation job",
         description="Only the fields given change; its `name` cannot. A new schedule, timezone "
         "or `enabled` computes the next due time from now.",
@@ -176,19 +182,20 @@ class AutomationJobDetailApi(APIView):
         request=AutomationJobInputSerializer(partial=True),
         responses={200: AutomationJobSerializer, **error_responses(400, 401, 404, 422)},
     )
-    def patch(self, request: Request, job_id: int) -> Response:
+    def patch(self, request: Request, job_id: str) -> Response:
         job = automation_job_get_for_user(user=request_user(request), job_id=job_id)
         job = automation_job_update(job=job, **_job_fields(request, partial=True))
         return Response(_job_out(job))
 
     @extend_schema(
         operation_id="automations_destroy",
+        parameters=[JOB_ID],
         summary="Delete an automation job",
         description="Its runs stay.",
         tags=["automations"],
         responses={204: None, **error_responses(401, 404)},
     )
-    def delete(self, request: Request, job_id: int) -> Response:
+    def delete(self, request: Request, job_id: str) -> Response:
         job = automation_job_get_for_user(user=request_user(request), job_id=job_id)
         automation_job_delete(job=job)
         return Response(status=status.HTTP_204_NO_CONTENT)
@@ -199,6 +206,7 @@ class AutomationJobRunApi(APIView):
 
     @extend_schema(
         operation_id="automations_run",
+        parameters=[JOB_ID],
         summary="Run an automation job now",
         description="An ordinary `automation` run of the caller's, with the job's prompt, "
         "queued at once; the job's schedule is unchanged. Follow it as any run "
@@ -217,7 +225,7 @@ class AutomationJobRunApi(APIView):
             ),
         },
     )
-    def post(self, request: Request, job_id: int) -> Response:
+    def post(self, request: Request, job_id: str) -> Response:
         job = automation_job_get_for_user(user=request_user(request), job_id=job_id)
         run = automation_job_run(job=job)
         run = with_error_code(Run.objects.filter(pk=run.pk)).get()
@@ -234,13 +242,13 @@ class AutomationJobRunListApi(APIView):
         description="Newest first: those its schedule made, those run by hand, and those a "
         "client started naming the job. Keyset pages.",
         tags=["automations"],
-        parameters=page_parameters(RUN_CURSOR),
+        parameters=[JOB_ID, *page_parameters(RUN_CURSOR)],
         responses={
             200: RunPageSerializer,
             **error_responses(400, 401, 404, e400="A limit or cursor this API cannot read"),
         },
     )
-    def get(self, request: Request, job_id: int) -> Response:
+    def get(self, request: Request, job_id: str) -> Response:
         query = parse_page_query(request.query_params)
         job = automation_job_get_for_user(user=request_user(request), job_id=job_id)
         page = runs_page(

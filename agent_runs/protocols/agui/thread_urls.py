@@ -29,10 +29,10 @@ urlpatterns = [
     path("interrupts/<str:interrupt_id>", InterruptDetailApi.as_view(), name="interrupt-detail"),
     path("keys", ApiKeyListApi.as_view(), name="key-list"),
     path("automations", AutomationJobListApi.as_view(), name="automation-list"),
-    path("automations/<int:job_id>", AutomationJobDetailApi.as_view(), name="automation-detail"),
-    path("automations/<int:job_id>/run", AutomationJobRunApi.as_view(), name="automation-run"),
+    path("automations/<str:job_id>", AutomationJobDetailApi.as_view(), name="automation-detail"),
+    path("automations/<str:job_id>/run", AutomationJobRunApi.as_view(), name="automation-run"),
     path(
-        "automations/<int:job_id>/runs",
+        "automations/<str:job_id>/runs",
         AutomationJobRunListApi.as_view(),
         name="automation-run-list",
     ),

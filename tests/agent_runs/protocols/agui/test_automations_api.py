@@ -156,9 +156,7 @@ def test_the_runs_of_a_job_are_paged_newest_first(alice):
     first = alice.get(f"{BASE}/{job['id']}/runs", {"limit": 2}).json()
     second = alice.get(f"{BASE}/{job['id']}/runs", {"limit": 2, "cursor": first["next"]}).json()
     listed = [run["runId"] for run in first["runs"] + second["runs"]]
-    newest_first = list(
-        Run.objects.order_by("-created_at", "-pk").values_list("run_id", flat=True)
-    )
+    newest_first = list(Run.objects.order_by("-created_at", "-pk").values_list("run_id", flat=True))
     assert listed == newest_first and second["next"] is None
 
 
