@@ -17,8 +17,8 @@ from tests.conftest import send, work_burst
 UTC = datetime.UTC
 
 
-def at(*parts: int) -> datetime.datetime:
-    return datetime.datetime(*parts, tzinfo=UTC)
+def at(year: int, month: int, day: int, hour: int = 0, minute: int = 0, second: int = 0):
+    return datetime.datetime(year, month, day, hour, minute, second, tzinfo=UTC)
 
 
 @pytest.fixture
@@ -58,8 +58,11 @@ def test_a_due_time_makes_one_automation_run_of_the_owner_with_the_prompt(alice_
     assert run.run_id == f"automation-{job.pk}-20260105T0800Z"
     message = run.messages.get()
     assert (message.role, message.content) == ("user", "Summarise my day.")
-    assert run.client_time["device_timezone"] == "Europe/Berlin"
-    assert run.client_time["client_now_iso"] == "2026-01-05T09:00:00+01:00"
+    assert run.client_time == {
+        "device_timezone": "Europe/Berlin",
+        "client_now_iso": "2026-01-05T09:00:00+01:00",
+        "client_epoch_ms": int(at(2026, 1, 5, 8, 0).timestamp() * 1000),
+    }
     assert run.request["automation"] == {
         "job": job.pk,
         "trigger": "schedule",

@@ -16,15 +16,16 @@ UTC = datetime.UTC
 BERLIN = zone_get("Europe/Berlin")
 
 
-def at(*parts: int) -> datetime.datetime:
-    return datetime.datetime(*parts, tzinfo=UTC)
+def at(year: int, month: int, day: int, hour: int = 0, minute: int = 0, second: int = 0):
+    return datetime.datetime(year, month, day, hour, minute, second, tzinfo=UTC)
 
 
 def following(expression: str, after: datetime.datetime, count: int) -> list[datetime.datetime]:
-    times = []
+    times: list[datetime.datetime] = []
     for _ in range(count):
-        after = next_fire_time(expression=expression, zone=BERLIN, after=after)
-        times.append(after)
+        found = next_fire_time(expression=expression, zone=BERLIN, after=after)
+        assert found is not None
+        times.append(after := found)
     return times
 
 

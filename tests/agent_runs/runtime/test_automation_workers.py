@@ -5,7 +5,7 @@ committed) leaves the due time to the other, which fires it once."""
 import datetime
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import pytest
@@ -56,6 +56,11 @@ def none_due() -> bool:
     return not AutomationJob.objects.filter(next_run_at__lte=timezone.now()).exists()
 
 
+def fired_at_least(count: int) -> Callable[[], bool]:
+    """Whether no job is due any more and ``count`` runs are made."""
+    return lambda: none_due() and Run.objects.count() >= count
+
+
 def all_ended() -> bool:
     return not Run.objects.exclude(status=Run.Status.COMPLETED).exists()
 
@@ -74,8 +79,7 @@ def test_two_workers_sweeping_make_exactly_one_run_per_due_time(alice_user, redi
         for round_ in range(3):
             due = make_due(jobs, minutes_ago=round_ + 1)
             expected += [(job.name, due.isoformat()) for job in jobs]
-            made = len(expected)
-            wait_for(lambda made=made: none_due() and Run.objects.count() >= made, 90)
+            wait_for(fired_at_least(len(expected)), 90)
         wait_for(all_ended, 90)
     finally:
         for worker in workers:
