@@ -454,10 +454,10 @@ class AutomationJobAdmin(admin.ModelAdmin):
             try:
                 run = automation_job_run(job=job)
             except DomainError as refused:
-                self.message_user(request, f"{job.name}: {refused}", messages.ERROR)
+                self.message_user(request, f"Job {job.name}: {refused}", messages.ERROR)
             else:
                 self.message_user(
-                    request, f"{job.name}: run {run.run_id} queued.", messages.SUCCESS
+                    request, f"Run {run.run_id} of job {job.name} queued.", messages.SUCCESS
                 )
 
 
