@@ -123,7 +123,7 @@ def _with_latest_run(threads: QuerySet[Thread]) -> QuerySet[Thread]:
         title=Subquery(first_said.values(text=Left("content", TITLE_MAX_CHARS))[:1]),
         **{
             f"latest_run_{field}": Subquery(latest.values(field)[:1])
-            for field in ("run_id", "status", "created_at", "finished_at")
+            for field in ("run_id", "status", "created_at", "finished_at", "automation_job")
         },
     )
 

@@ -127,12 +127,17 @@ def test_run_now_queues_an_automation_run_listed_among_the_jobs_runs(alice, redi
     assert response.status_code == 202, response.content
     run = response.json()
     assert run["status"] == "queued" and run["runtimeMode"] == "automation"
+    assert run["automationJob"] == "morning-digest"
     assert run["runId"].startswith(f"automation-{job['id']}-manual-")
     assert redis_queue.count == 1
 
     runs = alice.get(f"{BASE}/{job['id']}/runs").json()
     assert [listed["runId"] for listed in runs["runs"]] == [run["runId"]]
     assert runs["next"] is None
+    # The thread's list names the job its latest run ran (the console shows it).
+    thread = alice.get(f"/api/v1/agent/threads/{run['threadId']}").json()
+    assert thread["latestRun"]["automationJob"] == "morning-digest"
+    assert thread["title"] == JOB["prompt"]
     after = alice.get(f"{BASE}/{job['id']}").json()
     assert after["lastRunId"] == run["runId"]
     assert after["nextRunAt"] == job["nextRunAt"]  # the schedule is unchanged
