@@ -242,3 +242,23 @@ def test_a_fired_run_is_an_ordinary_run_streamed_and_billed_to_the_owner(
     types = list(RunEvent.objects.filter(run=run).order_by("id").values_list("type", flat=True))
     assert types[0] == "RUN_STARTED" and types[-1] == "RUN_FINISHED"
     assert UsageRecord.objects.filter(run=run, user=alice_user).exists()
+
+
+@pytest.mark.django_db
+def test_an_automation_run_names_only_its_owners_job_or_a_shared_one(alice_user, bob, alice):
+    from tests.conftest import post_run, run_input
+
+    job_of(alice_user, now=at(2026, 1, 5, 6, 0), config={"context": "alice's private notes"})
+    naming = run_input(
+        forwardedProps={"runtime_mode": "automation"},
+        context=[{"description": "automation_job", "value": "digest"}],
+    )
+    assert post_run(bob, naming).status_code == 422  # alice's job is not found for bob
+    assert post_run(alice, naming).status_code == 202
+
+    AutomationJob.objects.create(name="shared-digest", config={})
+    shared = run_input(
+        forwardedProps={"runtime_mode": "automation"},
+        context=[{"description": "automation_job", "value": "shared-digest"}],
+    )
+    assert post_run(bob, shared).status_code == 202

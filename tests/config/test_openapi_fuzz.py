@@ -45,6 +45,9 @@ VALID_INPUT_NOT_ALL_IN_SCHEMA = {
     "ap_tasks_create": "no NUL anywhere in the body",
     "ap_v1_tasks_create": "no NUL anywhere in the body",
     "attachments_create": "an image's bytes",
+    # A cron expression, an IANA timezone, a config of known tools; no unknown field.
+    "automations_create": "a valid cron expression, IANA timezone and config",
+    "automations_partial_update": "a valid cron expression, IANA timezone and config",
     "openai_responses_create": "a free-form body (the Responses API's own reference)",
     "runs_create": "RunAgentInput's rules (one user message, first) and signed image URLs",
 }
