@@ -172,7 +172,10 @@ def _fire(*, job: AutomationJob, now: datetime.datetime) -> int:
         logger.exception("automation job %s failed to fire", job.pk)
         outcome = f"failed: {type(exc).__name__}"
         if job.next_run_at is not None and job.next_run_at <= now:
-            job.next_run_at = _next_run_at(job, now)
+            try:
+                job.next_run_at = _next_run_at(job, now)
+            except Exception:  # a schedule that cannot be read: it stops until saved again
+                job.next_run_at = None
     logger.info("automation job %s (%s): %s", job.pk, job.name, outcome)
     _outcome_save(job, now=now, outcome=outcome, run=run)
     return 0 if run is None else 1

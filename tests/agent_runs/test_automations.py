@@ -262,3 +262,17 @@ def test_an_automation_run_names_only_its_owners_job_or_a_shared_one(alice_user,
         context=[{"description": "automation_job", "value": "shared-digest"}],
     )
     assert post_run(bob, shared).status_code == 202
+
+
+@pytest.mark.django_db
+def test_a_job_that_cannot_fire_stops_and_says_why_and_the_others_still_fire(alice_user):
+    broken = job_of(alice_user, now=at(2026, 1, 5, 6, 0), name="broken")
+    job_of(alice_user, now=at(2026, 1, 5, 6, 0), name="fine")
+    # Written around the checks (a row edited in the database): not a timezone.
+    AutomationJob.objects.filter(pk=broken.pk).update(timezone="Mars/Olympus")
+
+    assert automations_fire_due(now=at(2026, 1, 5, 8, 0, 5)) == 1
+    broken.refresh_from_db()
+    assert broken.last_outcome == "failed: ScheduleInvalid"
+    assert broken.next_run_at is None  # not again at every sweep
+    assert list(Run.objects.values_list("automation_job", flat=True)) == ["fine"]
