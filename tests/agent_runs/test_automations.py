@@ -3,16 +3,24 @@ due time makes one ordinary ``automation`` run of the owner's, by the job's catc
 thread and multitask rules."""
 
 import datetime
+import json
 from decimal import Decimal
 
 import pytest
 from django.contrib.auth import get_user_model
 
-from agent_runs.models import AutomationJob, Run, RunEvent
-from agent_runs.services.automations import automation_job_create, automations_fire_due
+from agent_runs.models import AutomationJob, Run, RunEvent, UserProfile
+from agent_runs.services.automations import (
+    automation_job_create,
+    automation_job_update,
+    automations_fire_due,
+)
+from agent_runs.services.webhooks import user_webhook_set
 from billing.models import Budget, UsageRecord
 from tests.agent_runs.concurrency import in_threads, join
-from tests.conftest import send, work_burst
+from tests.agent_runs.protocols.agui.test_interrupt_rules import STANDUP
+from tests.agent_runs.push.receiver import PushReceiver
+from tests.conftest import post_run, run_input, send, work_burst
 
 UTC = datetime.UTC
 
@@ -197,8 +205,6 @@ def test_a_due_time_over_the_owners_budget_makes_no_run_and_says_why(alice_user)
 
 @pytest.mark.django_db
 def test_a_disabled_job_does_not_fire_and_on_enabling_does_not_catch_up(alice_user):
-    from agent_runs.services.automations import automation_job_update
-
     job = job_of(alice_user, now=at(2026, 1, 5, 6, 0), catch_up=AutomationJob.CatchUp.ONCE)
     job = automation_job_update(job=job, enabled=False, now=at(2026, 1, 5, 6, 0))
     assert job.next_run_at is None
@@ -246,8 +252,6 @@ def test_a_fired_run_is_an_ordinary_run_streamed_and_billed_to_the_owner(
 
 @pytest.mark.django_db
 def test_an_automation_run_names_only_its_owners_job_or_a_shared_one(alice_user, bob, alice):
-    from tests.conftest import post_run, run_input
-
     job_of(alice_user, now=at(2026, 1, 5, 6, 0), config={"context": "alice's private notes"})
     naming = run_input(
         forwardedProps={"runtime_mode": "automation"},
@@ -276,3 +280,25 @@ def test_a_job_that_cannot_fire_stops_and_says_why_and_the_others_still_fire(ali
     assert broken.last_outcome == "failed: ScheduleInvalid"
     assert broken.next_run_at is None  # not again at every sweep
     assert list(Run.objects.values_list("automation_job", flat=True)) == ["fine"]
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.integration
+def test_a_fired_run_stopping_on_an_approval_is_pushed_to_the_owners_webhook(
+    alice_user, redis_queue, fake_openai, settings
+):
+    settings.PUSH_ALLOW_PRIVATE_URLS = True
+    fake_openai.tool_call_turns = [[("call_c1", "calendar_create", json.dumps(STANDUP))]]
+    tool = {"name": "calendar_create", "requires_approval": True}
+    job_of(alice_user, now=at(2026, 1, 5, 6, 0), config={"enabled_tools": [tool]})
+    with PushReceiver() as receiver:
+        profile = UserProfile.objects.create(user=alice_user)
+        user_webhook_set(profile=profile, url=receiver.url)
+        receiver.secret = profile.webhook_secret
+        assert automations_fire_due(now=at(2026, 1, 5, 8, 0, 5)) == 1
+        work_burst(redis_queue)
+
+    (request,) = receiver.received
+    assert request.signed and request.body["type"] == "interrupt.opened"
+    assert request.body["interrupt"]["runId"] == Run.objects.get().run_id
+    assert request.body["interrupt"]["toolName"] == "calendar_create"
