@@ -302,3 +302,22 @@ def test_a_fired_run_stopping_on_an_approval_is_pushed_to_the_owners_webhook(
     assert request.signed and request.body["type"] == "interrupt.opened"
     assert request.body["interrupt"]["runId"] == Run.objects.get().run_id
     assert request.body["interrupt"]["toolName"] == "calendar_create"
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.integration
+def test_a_redis_restart_after_firing_loses_no_run_and_fires_nothing_twice(
+    alice_user, redis_queue, fake_openai
+):
+    job_of(alice_user, now=at(2026, 1, 5, 6, 0))
+    assert automations_fire_due(now=at(2026, 1, 5, 8, 0, 5)) == 1
+    redis_queue.connection.flushdb()  # Redis came back without its data: the job is gone
+    assert redis_queue.count == 0
+
+    # The claim is PostgreSQL's: the due time does not fire again.
+    assert automations_fire_due(now=at(2026, 1, 5, 8, 1)) == 0
+    work_burst(redis_queue)  # the worker's recovery enqueues the queued run again
+
+    run = Run.objects.get()
+    assert run.status == Run.Status.COMPLETED
+    assert run.request["automation"]["latestDueAt"] == "2026-01-05T08:00:00+00:00"
