@@ -37,6 +37,8 @@ logger = logging.getLogger(__name__)
 
 # What decides a job's next due time: a change of one recomputes it from now.
 _SCHEDULE_FIELDS = ("schedule", "timezone", "enabled")
+# What the workers write: a save of the job's settings keeps the stored values.
+_WORKER_FIELDS = ("next_run_at", "thread_id", "last_run_id", "last_outcome", "last_outcome_at")
 
 
 def automation_job_check(job: AutomationJob) -> None:
@@ -84,20 +86,28 @@ def automation_job_update(
 def automation_job_save(
     *, job: AutomationJob, now: datetime.datetime | None = None
 ) -> AutomationJob:
-    """Check and save the job (new or changed, by the API or the admin). Its next due time is
-    computed from ``now`` when it is new or its schedule, timezone or enabled changed; a due
-    time not yet fired is otherwise kept."""
+    """Check and save the job (new or changed, by the API or the admin), under its row lock.
+    Its next due time is computed from ``now`` when it is new or its schedule, timezone or
+    enabled changed; otherwise the stored one is kept, as are the other fields the workers
+    write (a sweep may have fired the job since ``job`` was read: an older ``next_run_at``
+    saved back would fire a due time again)."""
     automation_job_check(job)
-    stored = (
-        AutomationJob.objects.filter(pk=job.pk).values(*_SCHEDULE_FIELDS).first()
-        if job.pk
-        else None
-    )
-    changed = stored is None or any(stored[name] != getattr(job, name) for name in stored)
-    if changed or (job.next_run_at is None and job.enabled and job.schedule):
-        job.next_run_at = _next_run_at(job, now or timezone.now())
+    now = now or timezone.now()
     try:
         with transaction.atomic():
+            stored = (
+                AutomationJob.objects.select_for_update().filter(pk=job.pk).first()
+                if job.pk
+                else None
+            )
+            if stored is not None:
+                for name in _WORKER_FIELDS:
+                    setattr(job, name, getattr(stored, name))
+            changed = stored is None or any(
+                getattr(stored, name) != getattr(job, name) for name in _SCHEDULE_FIELDS
+            )
+            if changed or (job.next_run_at is None and job.enabled and job.schedule):
+                job.next_run_at = _next_run_at(job, now)
             job.save()
     except IntegrityError as exc:
         raise AutomationJobInvalid("name", f"a job named {job.name!r} exists already") from exc

@@ -321,3 +321,17 @@ def test_a_redis_restart_after_firing_loses_no_run_and_fires_nothing_twice(
     run = Run.objects.get()
     assert run.status == Run.Status.COMPLETED
     assert run.request["automation"]["latestDueAt"] == "2026-01-05T08:00:00+00:00"
+
+
+@pytest.mark.django_db
+def test_a_change_saved_from_a_copy_read_before_a_firing_does_not_fire_it_again(alice_user):
+    job = job_of(alice_user, now=at(2026, 1, 5, 6, 0))
+    read_before = AutomationJob.objects.get(pk=job.pk)  # an API request or an admin form
+    assert automations_fire_due(now=at(2026, 1, 5, 8, 0, 5)) == 1
+
+    automation_job_update(job=read_before, prompt="Summarise my week.", now=at(2026, 1, 5, 8, 1))
+    assert automations_fire_due(now=at(2026, 1, 5, 8, 1)) == 0
+    job.refresh_from_db()
+    assert job.next_run_at == at(2026, 1, 6, 8, 0)
+    assert job.prompt == "Summarise my week."
+    assert job.last_run == Run.objects.get()
