@@ -10,6 +10,7 @@ import pytest
 from django.contrib.auth import get_user_model
 
 from agent_runs.models import AutomationJob, Run, RunEvent, UserProfile
+from agent_runs.selectors.automations import automation_job_runs
 from agent_runs.services.automations import (
     automation_job_create,
     automation_job_update,
@@ -23,6 +24,7 @@ from tests.agent_runs.push.receiver import PushReceiver
 from tests.conftest import post_run, run_input, send, work_burst
 
 UTC = datetime.UTC
+RUNS = "/api/v1/agent/runs"
 
 
 def at(year: int, month: int, day: int, hour: int = 0, minute: int = 0, second: int = 0):
@@ -335,3 +337,21 @@ def test_a_change_saved_from_a_copy_read_before_a_firing_does_not_fire_it_again(
     assert job.next_run_at == at(2026, 1, 6, 8, 0)
     assert job.prompt == "Summarise my week."
     assert job.last_run == Run.objects.get()
+
+
+@pytest.mark.django_db
+def test_a_jobs_runs_are_its_owners_and_a_shared_jobs_those_of_users_without_their_own(
+    alice_user, alice, bob
+):
+    own = job_of(alice_user, now=at(2026, 1, 5, 6, 0), name="digest")
+    shared = AutomationJob.objects.create(name="digest", config={})
+    naming = {
+        "forwardedProps": {"runtime_mode": "automation"},
+        "context": [{"description": "automation_job", "value": "digest"}],
+    }
+    # Not enqueued (no commit in this test's transaction): the runs stay queued.
+    alices = alice.post(RUNS, run_input(**naming), format="json").json()["runId"]
+    bobs = bob.post(RUNS, run_input(**naming), format="json").json()["runId"]
+
+    assert [run.run_id for run in automation_job_runs(job=own)] == [alices]
+    assert [run.run_id for run in automation_job_runs(job=shared)] == [bobs]
