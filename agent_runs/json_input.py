@@ -66,6 +66,13 @@ def _json_constant(name: str) -> Any:
     raise MalformedJson(f"{name} is not a JSON value")
 
 
+# A text that is not blank, as a JSON Schema ``pattern``: it holds a character ``str.strip()``
+# keeps. Python's whitespace (``str.isspace``) spelt out, since ``\s`` differs between
+# regex engines (ECMA-262's has U+FEFF and lacks U+001C-U+001F and U+0085).
+NOT_BLANK_PATTERN = (
+    "[^\\t-\\r\\x1c-\\x20\\x85\\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000]"
+)
+
 # What no stored string may hold: NUL (PostgreSQL) and lone surrogates (UTF-8). A surrogate
 # pair sent as two escapes is decoded to the one character it spells, and passes.
 _UNSTORABLE = re.compile("[\x00\ud800-\udfff]")

@@ -10,6 +10,7 @@ from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 from drf_spectacular.utils import (
     OpenApiParameter,
+    OpenApiRequest,
     OpenApiResponse,
     extend_schema,
     inline_serializer,
@@ -24,6 +25,7 @@ from rest_framework.views import APIView
 
 from attachments import selectors, services
 from attachments.errors import AttachmentFileMissing, AttachmentTooLarge, ObjectPathInvalid
+from attachments.images import MAX_PIXELS
 from attachments.signing import (
     BUCKET_PATTERN,
     MAX_PATH_LENGTH,
@@ -52,11 +54,21 @@ class AttachmentUploadApi(APIView):
         summary="Upload an image",
         tags=["attachments"],
         request={
-            "multipart/form-data": {
-                "type": "object",
-                "properties": {"file": _BINARY},
-                "required": ["file"],
-            }
+            "multipart/form-data": OpenApiRequest(
+                {
+                    "type": "object",
+                    "properties": {
+                        "file": {
+                            **_BINARY,
+                            "description": "A PNG, JPEG, GIF or WebP image that decodes "
+                            "(judged by its bytes, whatever its part's type), of at most "
+                            f"ATTACHMENT_MAX_BYTES and {MAX_PIXELS:,} pixels.",
+                        }
+                    },
+                    "required": ["file"],
+                },
+                encoding={"file": {"contentType": ", ".join(_IMAGE_TYPES)}},
+            )
         },
         responses={
             201: inline_serializer(

@@ -18,8 +18,11 @@ from config import daphne_requests  # noqa: E402
 from config.asgi_handler import SyncChainASGIHandler  # noqa: E402
 from config.heap import freeze_startup_heap  # noqa: E402
 from config.static import with_static_files  # noqa: E402
+from config.tracing import tracing_start  # noqa: E402
 
 daphne_requests.install()
+# Before the handler loads its middleware: with tracing on, each request is a span.
+tracing_start(service_name="agent-run-server", django_requests=True)
 django_asgi_app = SyncChainASGIHandler()
 
 application = ProtocolTypeRouter(

@@ -311,3 +311,49 @@ def run_limit_responses_add(
                 "429", {**shape, "description": RATE_LIMITED + limited, "headers": _RETRY_AFTER}
             )
     return result
+
+
+# What every JSON body may hold (agent_runs/json_input.py) ------------------------------------
+
+# No NUL: PostgreSQL's text and jsonb refuse it. (Nor a lone surrogate, which UTF-8 cannot
+# encode: no JSON Schema string holds one, I-JSON forbids them, and the description says so.)
+STORABLE_TEXT = "^[^\\u0000]*$"
+STORABLE_JSON = {
+    "description": (
+        "Any JSON value whose strings and keys hold no NUL (U+0000) and no lone surrogate "
+        "(a surrogate pair sent as two escapes is the one character it spells), nested at most "
+        "64 levels (agent_runs/json_input.py): every JSON body is refused otherwise, in its "
+        "protocol's error shape."
+    ),
+    "pattern": STORABLE_TEXT,
+    "propertyNames": {"pattern": STORABLE_TEXT},
+    "additionalProperties": {"$ref": "#/components/schemas/StorableJson"},
+    "items": {"$ref": "#/components/schemas/StorableJson"},
+}
+_JSON_MEDIA_TYPES = ("application/json", "application/*")
+
+
+def storable_json_bodies_add(
+    result: dict[str, Any], generator: Any, request: Any, public: bool
+) -> dict[str, Any]:
+    """drf-spectacular postprocessing hook: every JSON request body is also a
+    ``StorableJson``, as every JSON body is read (``JsonBodyParser``, the AG-UI runs'
+    parsing); and a body that must hold a property is required."""
+    components = result.setdefault("components", {}).setdefault("schemas", {})
+    components["StorableJson"] = STORABLE_JSON
+    storable = {"$ref": "#/components/schemas/StorableJson"}
+    for item in result.get("paths", {}).values():
+        for operation in item.values():
+            if not isinstance(operation, dict) or "requestBody" not in operation:
+                continue
+            body = operation["requestBody"]
+            content = body.get("content", {})
+            # drf-spectacular leaves a body given as a plain schema optional: one that must
+            # hold a property cannot be left out.
+            if any(media.get("schema", {}).get("required") for media in content.values()):
+                body["required"] = True
+            for media_type in _JSON_MEDIA_TYPES:
+                if media_type in content:
+                    described = content[media_type].get("schema", {})
+                    content[media_type]["schema"] = {"allOf": [described, storable]}
+    return result

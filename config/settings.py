@@ -186,6 +186,10 @@ WORKER_METRICS_HOST = env_str("WORKER_METRICS_HOST", "0.0.0.0")
 LOG_FORMAT = env_str("LOG_FORMAT", "text" if DEBUG else "json").strip().lower()
 if LOG_FORMAT not in ("json", "text"):
     raise ImproperlyConfigured(f"LOG_FORMAT must be json or text, got {LOG_FORMAT!r}")
+# Tracing (docs/operations.md, "Tracing"): set, every run is a trace, sent over OTLP/HTTP to
+# this collector by daphne and the workers; unset, nothing of OpenTelemetry's SDK is loaded.
+# The SDK reads its other OTEL_* variables itself (service name, headers, traces endpoint).
+OTEL_EXPORTER_OTLP_ENDPOINT = env_str("OTEL_EXPORTER_OTLP_ENDPOINT", "").strip()
 # --- end operations -------------------------------------------------------------------------
 
 # Push notifications (webhooks; docs/push.md): delivered by the runs' workers.
@@ -387,6 +391,7 @@ SPECTACULAR_SETTINGS = {
         "config.openapi.channels_routes_add",
         "config.openapi.api_key_scope_responses_add",
         "config.openapi.run_limit_responses_add",
+        "config.openapi.storable_json_bodies_add",
     ],
 }
 

@@ -29,6 +29,7 @@ from agentscope.tool import FunctionTool, ToolBase, Toolkit
 from pydantic import ValidationError
 
 from agent_runs.models import Stage
+from agent_runs.runtime import tracing
 from agent_runs.runtime.output import AgentOutput, RouteDecision
 
 logger = logging.getLogger(__name__)
@@ -261,6 +262,8 @@ def _agent(
         context_config=ContextConfig(summary_schema=deepcopy(_SUMMARY_SCHEMA)),
         # Without this AgentScope appends a runtime-state hint block to every prompt.
         injection_config=InjectionConfig(inject_runtime_state=False),
+        # With tracing on, AgentScope's own spans of the reply and its tool calls.
+        middlewares=tracing.agent_middlewares(),
     )
 
 

@@ -2,6 +2,7 @@
 or ``<provider>/<model>`` for DeepSeek, DashScope (Qwen) or any OpenAI-compatible endpoint
 (``openai_compatible``). Keys and endpoints come from the environment."""
 
+import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,6 +31,8 @@ class ModelCall:
     model_id: str
     usage: dict[str, Any]
     metadata: dict[str, Any]
+    # When the call ended (its trace's span ends there, runtime/tracing.py).
+    ended_ns: int = field(default_factory=time.time_ns, compare=False)
 
 
 @dataclass

@@ -8,7 +8,7 @@ import logging
 import traceback
 import uuid
 from functools import partial
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from ag_ui.core import CustomEvent, RunFinishedEvent, RunStartedEvent
 from django.conf import settings
@@ -28,6 +28,7 @@ from agent_runs.events.codec import RUN_PAUSED_EVENT, RUN_RESUMED_EVENT
 from agent_runs.events.emitter import RunEventEmitter
 from agent_runs.log_context import run_log_context
 from agent_runs.models import RUN_ENDED_STATUSES, Run, Stage
+from agent_runs.runtime import tracing
 from agent_runs.runtime.chat_models import ModelCall
 from agent_runs.runtime.demo_model import DEMO_MODEL_ID
 from agent_runs.runtime.host import (
@@ -78,12 +79,21 @@ async def run_execute(*, run_pk: int) -> None:
     claim_register(Claim(run_pk, emitter.claim_token))
     try:
         # Every log line from here to the end names the run (ops/logging.py).
-        with run_log_context(run_id=run.run_id, thread_id=str(run.thread_id)):
+        with (
+            run_log_context(run_id=run.run_id, thread_id=str(run.thread_id)),
+            tracing.run_span(run, job_id=_job_id()) as span,
+        ):
             logger.info("run %s: claimed", run.pk)
             ended = await _run_job(run, emitter)
+            tracing.run_span_ended(span, ended)
             _run_measure(run, ended=ended)
     finally:
         claim_register(None)
+
+
+def _job_id() -> str | None:
+    held = current_job()
+    return held.job_id if held is not None else None
 
 
 def _run_start(run_pk: int, loop: asyncio.AbstractEventLoop) -> tuple[Run, RunEventEmitter] | None:
@@ -209,17 +219,10 @@ async def _run_pipeline(run: Run, emitter: RunEventEmitter) -> bool:
         checkpoint.next = stage
         if await _park_if_asked(turn, checkpoint, done=index):
             return False
-        is_last = index == len(stages) - 1
-        if stage == Stage.ROUTER:
-            checkpoint.decision = await router_stage(turn, is_last=is_last)
-        elif stage == Stage.WORKER:
-            assert checkpoint.decision is not None, "the router decides before the worker"
-            checkpoint.output = await worker_stage(turn, checkpoint.decision, is_last=is_last)
-            if checkpoint.output is None:
-                break  # its reply waits on tool calls: the run ends here
-        else:
-            assert checkpoint.output is not None, "the worker answers before the memory"
-            await memory_stage(turn, checkpoint.output)
+        with tracing.stage_span(stage):
+            await _stage_run(turn, checkpoint, stage, is_last=index == len(stages) - 1)
+        if stage == Stage.WORKER and checkpoint.output is None:
+            break  # its reply waits on tool calls: the run ends here
     # Everything before the end is written first; the terminal event is written on the
     # database thread that marks the run completed, in one transaction with it: a cancel
     # that comes meanwhile finds the run completed, or its own RUN_ERROR is the run's only
@@ -227,6 +230,20 @@ async def _run_pipeline(run: Run, emitter: RunEventEmitter) -> bool:
     await emitter.flush_async()
     await db(_run_finish, run, emitter, turn.claim_token)
     return True
+
+
+async def _stage_run(
+    turn: RunTurn, checkpoint: "Checkpoint", stage: Stage, *, is_last: bool
+) -> None:
+    """Run one stage; what it gives goes in the checkpoint."""
+    if stage == Stage.ROUTER:
+        checkpoint.decision = await router_stage(turn, is_last=is_last)
+    elif stage == Stage.WORKER:
+        assert checkpoint.decision is not None, "the router decides before the worker"
+        checkpoint.output = await worker_stage(turn, checkpoint.decision, is_last=is_last)
+    else:
+        assert checkpoint.output is not None, "the worker answers before the memory"
+        await memory_stage(turn, checkpoint.output)
 
 
 def _run_turn(run: Run, emitter: RunEventEmitter) -> tuple[RunTurn, list[Stage]]:
@@ -301,26 +318,36 @@ async def _park_if_asked(turn: RunTurn, checkpoint: Checkpoint, *, done: int) ->
     return True
 
 
-def _store_usage(run: Run, stage: str, calls: list[ModelCall]) -> int:
+def _store_usage(run: Run, stage: str, calls: list[ModelCall], trace_parent: Any = None) -> int:
     """Record model calls of a stage (a failed or cancelled run is billed for the calls it
-    made too), each in its own short transaction; how many were."""
+    made too), each in its own short transaction; how many were. With tracing on, each call
+    is a span under ``trace_parent`` (the stage's context), with its cost."""
     recorded = 0
     for call in calls:
-        if call.model_id == DEMO_MODEL_ID:
-            continue  # the offline demo model is not a provider: nothing to bill
-        try:
-            billing_services.usage_record(
-                run=run,
+        record = None
+        if call.model_id != DEMO_MODEL_ID:  # the offline demo model is not billed
+            try:
+                record = billing_services.usage_record(
+                    run=run,
+                    stage=stage,
+                    model_id=call.model_id,
+                    usage=call.usage,
+                    metadata=call.metadata,
+                )
+                recorded += 1
+            except DatabaseError:
+                # The answer matters more than its bookkeeping: keep the call for staff in
+                # the log, and go on with the run.
+                logger.exception("run %s: usage of a %s call not recorded: %s", run.pk, stage, call)
+        if trace_parent is not None:
+            tracing.model_call_span(
+                call,
+                parent=trace_parent,
                 stage=stage,
-                model_id=call.model_id,
-                usage=call.usage,
-                metadata=call.metadata,
+                cost=None if record is None else record.cost,
+                currency="" if record is None else record.currency,
+                cost_source="" if record is None else record.cost_source,
             )
-            recorded += 1
-        except DatabaseError:
-            # The answer matters more than its bookkeeping: keep the call for staff in the
-            # log, and go on with the run.
-            logger.exception("run %s: usage of a %s call not recorded: %s", run.pk, stage, call)
     return recorded
 
 

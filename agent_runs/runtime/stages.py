@@ -45,6 +45,7 @@ from agent_runs.errors import RunNoLongerRunning
 from agent_runs.events.codec import RUN_INTERRUPTED_EVENT
 from agent_runs.events.emitter import RunEventEmitter
 from agent_runs.models import Interrupt, Message, Run, Stage, Visibility, agent_step_id
+from agent_runs.runtime import tracing
 from agent_runs.runtime.agents import (
     MEMORY_SYSTEM_PROMPT,
     ROUTER_SYSTEM_PROMPT,
@@ -121,8 +122,9 @@ class RunTurn:
     emitter: RunEventEmitter
     user_message: Message
     memory_notes: str
-    # Records a stage's model calls; gives how many it recorded.
-    store_usage: Callable[[str, list[ModelCall]], int]
+    # Records a stage's model calls (with tracing on, under the trace context it is given);
+    # gives how many it recorded.
+    store_usage: Callable[[str, list[ModelCall], Any], int]
     recorded_calls: int = 0
     # Each stage's model calls, for its step's additional output.
     stage_calls: dict[str, list[ModelCall]] = field(default_factory=dict)
@@ -146,7 +148,7 @@ class RunTurn:
         run: Run,
         emitter: RunEventEmitter,
         memory_notes: str,
-        store_usage: Callable[[str, list[ModelCall]], int],
+        store_usage: Callable[[str, list[ModelCall], Any], int],
     ) -> "RunTurn":
         """The turn of a run, with what its stages read (from a database thread)."""
         held = held_reply_for(run=run)
@@ -207,10 +209,11 @@ class RunTurn:
         calls = usage_log.drain()
         self.stage_calls.setdefault(usage_log.stage, []).extend(calls)
         if calls:
-            self.emitter.defer(partial(self._store_usage, usage_log.stage, calls))
+            parent = tracing.current_context()  # the stage's span, with tracing on
+            self.emitter.defer(partial(self._store_usage, usage_log.stage, calls, parent))
 
-    def _store_usage(self, stage: str, calls: list[ModelCall]) -> None:
-        self.recorded_calls += self.store_usage(stage, calls)
+    def _store_usage(self, stage: str, calls: list[ModelCall], trace_parent: Any) -> None:
+        self.recorded_calls += self.store_usage(stage, calls, trace_parent)
 
     @property
     def ids(self) -> dict[str, str]:

@@ -59,11 +59,13 @@ from agent_runs.runtime.chat_models import chat_model_for
 from agent_runs.runtime.demo_model import DEMO_MODEL_ID
 from agent_runs.runtime.host import Ending, HeldJob, RunHost
 from agent_runs.runtime.openai_compatible import provider_clients_close
+from agent_runs.runtime.tracing import worker_tracing_start
 from agent_runs.services.automations import automations_fire_due
 from agent_runs.services.interrupts import interrupts_expire
 from agent_runs.services.lifecycle import runs_heartbeat, runs_recover
 from agent_runs.services.push import push_deliveries_enqueue_due
 from agent_runs.services.workers import worker_beat, worker_beat_end, worker_beats_prune
+from config.tracing import tracing_flush
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -108,6 +110,9 @@ class RunWorker(SimpleWorker):
             max_iters=1,
         )
         self._host.run(drain(reply))
+        # With OTEL_EXPORTER_OTLP_ENDPOINT set, each run is a trace (after the warm-up,
+        # which is none).
+        worker_tracing_start()
         self._recover()
         # What is loaded by now lives as long as the process: keep it out of every later
         # garbage collection's walk.
@@ -135,6 +140,7 @@ class RunWorker(SimpleWorker):
             self._host.run(close_event_connection())
             self._host.run(provider_clients_close())
             self._host.close()
+            tracing_flush()
 
     def _shutdown(self) -> None:
         """A warm stop (SIGTERM, SIGINT): no more jobs are taken. RQ's own stops at once only

@@ -43,6 +43,7 @@ from agent_runs.selectors.interrupts import interrupt_id_possible
 from agent_runs.services.queue import run_enqueue
 from agent_runs.services.webhooks import interrupts_opened_push
 from agent_runs.signals import run_status_changed_send, run_status_heard
+from config.tracing import with_trace_context
 
 # AG-UI's reasons: an approval of a backend tool, and a client's tool call (which AG-UI
 # reports as a pending tool call, not as an interrupt).
@@ -316,7 +317,7 @@ def _continuation_create(thread: Thread, held: Run) -> Run:
         client_time=held.client_time,
         automation_job=held.automation_job,
         answer_artifact=held.answer_artifact,
-        request=held.request,
+        request=with_trace_context(held.request),
     )
     Interrupt.objects.filter(run=held, answered_by=None).exclude(
         status=Interrupt.Status.PENDING

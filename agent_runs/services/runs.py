@@ -33,6 +33,7 @@ from attachments.models import Attachment
 from attachments.schemas import user_message_attachments_metadata
 from attachments.selectors import attachment_from_signed_url
 from billing.budgets import budget_check
+from config.tracing import with_trace_context
 
 logger = logging.getLogger(__name__)
 
@@ -166,7 +167,7 @@ class _RunDraft:
             status=Run.Status.PAUSED if self.options.step_budget == 0 else Run.Status.QUEUED,
             step_budget=self.options.step_budget,
             answer_artifact=self.options.answer_artifact,
-            request=self.options.request,
+            request=with_trace_context(self.options.request),
         )
 
     def user_message(self, *, run_id: str) -> MessageDraft:
@@ -417,10 +418,15 @@ def _is_retry(*, user: AbstractBaseUser, run_input: RunAgentInput) -> bool:
     ).exists()
 
 
+def client_tool_names_taken() -> list[str]:
+    """The names a client's own tool may not take: the backend tools', and that of the
+    tool through which the worker answers."""
+    return sorted({*system_agents().known_tools, "GenerateStructuredOutput"})
+
+
 def _client_tools_check(run_input: RunAgentInput) -> None:
-    """The client's own tools may not take a backend tool's name (nor the name of the
-    tool through which the worker answers)."""
-    taken = {*system_agents().known_tools, "GenerateStructuredOutput"}
+    """The client's own tools may not take a taken name (``client_tool_names_taken``)."""
+    taken = set(client_tool_names_taken())
     for tool in run_input.tools:
         if tool.name in taken:
             raise ToolNameTaken(tool.name)

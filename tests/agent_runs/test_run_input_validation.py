@@ -323,6 +323,14 @@ def test_it_rejects_a_client_epoch_ms_that_is_not_an_integer(alice, redis_queue,
     assert_rejected(response, 422, "invalid client_time.client_epoch_ms", redis_queue)
 
 
+def test_it_takes_a_client_epoch_ms_written_with_a_zero_fraction(alice, redis_queue):
+    # JSON has one kind of number, and JSON Schema's integer is any whole one.
+    response = post_run(alice, with_client_time(client_epoch_ms=1773658353000.0))
+    assert response.status_code == 202, response.content
+    run = Run.objects.get()
+    assert run.input["forwardedProps"]["client_time"]["client_epoch_ms"] == 1773658353000
+
+
 def test_it_accepts_a_valid_client_time_and_stores_it_on_the_run(alice, redis_queue):
     run = assert_accepted(post_run(alice, with_client_time()))
     assert run.client_time == VALID_CLIENT_TIME
@@ -430,6 +438,21 @@ def test_it_rejects_a_nul_character_in_a_key_of_client_data(alice, redis_queue):
         "invalid RunAgentInput.state.ok[0]: keys must not contain NUL (\\u0000)",
         redis_queue,
     )
+
+
+def test_it_holds_the_resume_it_ignores_to_the_same_rule(alice, redis_queue):
+    # /runs answers no interrupt, but a body is storable JSON in every field (OpenAPI's
+    # StorableJson), ignored or not.
+    body = run_input(resume=[{"interruptId": "int-1", "status": "resolved", "payload": "\u0000"}])
+    response = post_raw(alice, json.dumps(body).encode())
+    assert_rejected(
+        response,
+        422,
+        "invalid RunAgentInput.resume[0].payload: strings must not contain NUL (\\u0000)",
+        redis_queue,
+    )
+    ignored = post_run(alice, run_input(resume=[{"interruptId": "int-1", "status": "resolved"}]))
+    assert "resume" not in assert_accepted(ignored).input
 
 
 @pytest.mark.parametrize(

@@ -6,8 +6,14 @@ import random
 from PIL import Image
 
 
-def image_bytes(image_format: str, *, size: tuple[int, int] = (8, 6), noise: bool = False) -> bytes:
-    image = Image.new("RGB", size, (200, 40, 90))
+def image_bytes(
+    image_format: str,
+    *,
+    size: tuple[int, int] = (8, 6),
+    noise: bool = False,
+    colour: tuple[int, int, int] = (200, 40, 90),
+) -> bytes:
+    image = Image.new("RGB", size, colour)
     if noise:
         # Random pixels do not compress: the file is about as big as its pixels.
         generator = random.Random(size[0] * size[1])

@@ -138,8 +138,14 @@ def test_a_run_post_answers_json_or_its_event_stream(client):
 
     for path in ("/api/v1/agent/runs", "/api/v1/agent/ag-ui"):
         operation = paths[path]["post"]
-        body = operation["requestBody"]["content"]["application/json"]["schema"]
-        assert body == {"$ref": "#/components/schemas/RunAgentInput"}
+        body = operation["requestBody"]["content"]["application/json"]["schema"]["allOf"][0]
+        if path == "/api/v1/agent/ag-ui":
+            assert body == {"$ref": "#/components/schemas/RunAgentInput"}
+        else:  # the one new user message, first: RunAgentInput's messages with the rules
+            assert body["title"] == "RunAgentInput (one new user message)"
+            messages = body["properties"]["messages"]
+            assert messages["prefixItems"][0]["allOf"][1]["properties"]["role"] == {"const": "user"}
+            assert messages["items"]["allOf"][0] == {"$ref": "#/components/schemas/InputMessage"}
         assert set(operation["responses"]["202"]["content"]) == {"application/json"}
         assert set(operation["responses"]["200"]["content"]) == {"text/event-stream"}
     events = paths["/api/v1/agent/runs/{thread_id}/events"]["get"]
@@ -186,3 +192,21 @@ def test_the_spec_sets_artifact_download_is_documented_for_any_media_type(client
     ]
     assert len(downloads) == 1
     assert set(downloads[0]["responses"]["200"]["content"]) == {"*/*"}
+
+
+def test_every_json_body_is_storable_json_and_one_that_must_hold_a_property_is_required(client):
+    schema = schema_json(client)
+    storable = {"$ref": "#/components/schemas/StorableJson"}
+    assert schema["components"]["schemas"]["StorableJson"]["pattern"] == "^[^\\u0000]*$"
+    bodies = {
+        operation["operationId"]: operation["requestBody"]
+        for item in schema["paths"].values()
+        for operation in item.values()
+        if isinstance(operation, dict) and "requestBody" in operation
+    }
+    for operation_id, body in bodies.items():
+        for media_type, content in body["content"].items():
+            if media_type in ("application/json", "application/*"):
+                assert content["schema"]["allOf"][1] == storable, operation_id
+    assert bodies["runs_create"]["required"] and bodies["attachments_create"]["required"]
+    assert not bodies["ap_v1_tasks_create"].get("required")  # an empty body is a task

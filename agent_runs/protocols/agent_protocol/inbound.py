@@ -8,6 +8,7 @@ from typing import Any, Literal, TypeVar
 from django.http import Http404
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, ValidationError
 
+from agent_runs.json_input import NOT_BLANK_PATTERN
 from agent_runs.protocols.agent_protocol.errors import BodyInvalid
 from agent_runs.run_input import ForwardedProps, InputMessage, ResumeEntry, RunAgentInput
 
@@ -25,7 +26,7 @@ class _Body(BaseModel):
 class SpecTaskCreate(_Body):
     # Not only blanks (``task_text_check``): the schema says so without the check's message.
     task: StrictStr = Field(
-        min_length=1, max_length=MAX_TASK_CHARS, json_schema_extra={"pattern": r"\S"}
+        min_length=1, max_length=MAX_TASK_CHARS, json_schema_extra={"pattern": NOT_BLANK_PATTERN}
     )
     workspace: StrictStr | None = Field(default=None, max_length=1024)
 
@@ -44,7 +45,10 @@ class SpecStepUpdate(_Body):
 
 
 class OfficialTaskCreate(_Body):
-    input: StrictStr | None = Field(default=None, max_length=MAX_TASK_CHARS)
+    # Not only blanks, when given (``task_text_check``).
+    input: StrictStr | None = Field(
+        default=None, max_length=MAX_TASK_CHARS, json_schema_extra={"pattern": NOT_BLANK_PATTERN}
+    )
     additional_input: dict[str, Any] | None = None
 
 

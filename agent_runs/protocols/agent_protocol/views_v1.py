@@ -133,7 +133,7 @@ class TaskListApi(_Api):
         operation_id="ap_v1_tasks_create",
         summary="Create a task (it runs a step at a time)",
         tags=_TAGS,
-        request=OpenApiTypes.OBJECT,
+        request=OfficialTaskCreate,
         responses={200: OpenApiTypes.OBJECT, **error_responses(400, 401, 422)},
     )
     def post(self, request: Request) -> Response:

@@ -21,6 +21,7 @@ from rest_framework import serializers
 
 from agent_runs.models import Run
 from agent_runs.protocols.agui.pagination import MAX_LIMIT
+from agent_runs.protocols.agui.run_input_schema import run_create_request_schema
 from agent_runs.protocols.agui.schemas import TaskAcceptedResponse
 from agent_runs.run_input import RunAgentInput
 from config.openapi import (
@@ -162,16 +163,17 @@ def _run_start(
     description: str,
     examples: list[OpenApiExample],
     errors: dict[int, Any] = _RUN_ERRORS,
+    request: Any = RunAgentInput,
 ) -> Any:
-    """``extend_schema`` of a run's POST: a RunAgentInput in, the run's events (SSE) or its
-    TaskAcceptedResponse (202 JSON) out."""
+    """``extend_schema`` of a run's POST: a RunAgentInput in (``request``), the run's events
+    (SSE) or its TaskAcceptedResponse (202 JSON) out."""
     return extend_schema(
         examples=examples,
         operation_id=operation_id,
         summary=summary,
         description=description,
         tags=["runs"],
-        request=RunAgentInput,
+        request=request,
         parameters=[_NO_FORMAT, _ON_DISCONNECT],
         responses={
             (202, "application/json"): _ACCEPTED,
@@ -193,6 +195,7 @@ class RunCreateSchema(OpenApiViewExtension):
                 "Answers `202` TaskAcceptedResponse, or with `Accept: text/event-stream` the "
                 "run's events. Idempotent per (threadId, runId).",
                 examples=[OpenApiExample("A chat run", value=_RUN_EXAMPLE, request_only=True)],
+                request={"application/json": run_create_request_schema()},
             )
             def post(self, request: Any) -> Any:
                 return super().post(request)

@@ -33,12 +33,14 @@ MAX_MESSAGE_ID_LENGTH = 128
 MAX_USER_TEXT_CHARS = 10_000
 MAX_ATTACHMENTS_PER_MESSAGE = 3
 # The largest epoch in milliseconds that a datetime can hold (9999-12-31T23:59:59.999Z).
-_MAX_EPOCH_MS = 253_402_300_799_999
-_RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$")
+MAX_EPOCH_MS = 253_402_300_799_999
+RFC3339_WITH_OFFSET = re.compile(
+    r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$"
+)
 _FORWARDED_PROPS_KEYS = {"runtime_mode", "client_time"}
 
 
-def parse_run_agent_input(raw: Any) -> RunAgentInput:
+def parse_run_agent_input(raw: Any, *, ignored: frozenset[str] = frozenset()) -> RunAgentInput:
     """Validate a decoded request body (docs/spec/run-agent-input.md, Validation Rules).
 
     The rules run in the order of the spec's table, so each message is exactly the spec's;
@@ -46,13 +48,15 @@ def parse_run_agent_input(raw: Any) -> RunAgentInput:
     ``invalid RunAgentInput.<field path>``. After the table, what the store cannot keep:
     nesting deeper than ``MAX_JSON_DEPTH``, a NUL or a lone surrogate in any string or key
     (PostgreSQL's text and jsonb refuse the one, UTF-8 cannot encode the other), and a
-    ``parentRunId`` longer than a ``runId``; each names its place in the body.
+    ``parentRunId`` longer than a ``runId``; each names its place in the body. The
+    ``ignored`` fields are then left out, held to that rule like any field the model ignores.
     """
     if not isinstance(raw, dict):
         raise RunInputInvalid("invalid RunAgentInput: the body must be a JSON object")
     data = _camel_keys(raw)
     _check_rules(data)
     _check_storable(data)
+    data = {key: value for key, value in data.items() if key not in ignored}
     parent_run_id = data.get("parentRunId")
     if isinstance(parent_run_id, str) and len(parent_run_id) > MAX_RUN_ID_LENGTH:
         raise RunInputInvalid("invalid RunAgentInput.parentRunId: exceeds length limit")
@@ -245,10 +249,12 @@ def _check_forwarded_props(props: Any) -> None:
     if not _is_rfc3339_with_offset(client_time.get("client_now_iso")):
         raise RunInputInvalid("invalid client_time.client_now_iso")
     epoch_ms = client_time.get("client_epoch_ms")
+    if isinstance(epoch_ms, float) and epoch_ms.is_integer():
+        epoch_ms = int(epoch_ms)  # JSON has one kind of number: 1.0 is the integer 1
     if (
         not isinstance(epoch_ms, int)
         or isinstance(epoch_ms, bool)
-        or not 0 <= epoch_ms <= _MAX_EPOCH_MS
+        or not 0 <= epoch_ms <= MAX_EPOCH_MS
     ):
         raise RunInputInvalid("invalid client_time.client_epoch_ms")
 
@@ -284,7 +290,7 @@ def _check_binary_blocks(content: Any) -> None:
 
 
 def _is_rfc3339_with_offset(value: Any) -> bool:
-    if not isinstance(value, str) or not _RFC3339.match(value):
+    if not isinstance(value, str) or not RFC3339_WITH_OFFSET.match(value):
         return False
     try:
         parsed = datetime.fromisoformat(value.replace("z", "Z"))

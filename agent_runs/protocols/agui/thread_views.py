@@ -12,6 +12,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agent_runs.authentication import request_user
+from agent_runs.json_input import JsonBodyParser
 from agent_runs.models import Interrupt
 from agent_runs.protocols.agui.openapi import THREAD_ID_QUERY, page_parameters
 from agent_runs.protocols.agui.pagination import (
@@ -214,6 +215,8 @@ class InterruptListApi(APIView):
 class InterruptDetailApi(APIView):
     """``GET /api/v1/agent/interrupts/{interruptId}``: one of the caller's interrupts;
     ``POST`` answers an approval from any client (a person in an inbox, another system)."""
+
+    parser_classes = [JsonBodyParser]
 
     @extend_schema(
         operation_id="interrupts_retrieve",

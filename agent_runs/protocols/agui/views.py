@@ -117,10 +117,9 @@ class RunCreateApi(_RunStartApi):
     renderer_classes = [JSONRenderer, EventStreamRenderer]
 
     def parse(self, raw: Any) -> ConversationTurn:
-        if isinstance(raw, dict):
-            # The seed's endpoint answers no interrupt: AG-UI 1.0's resume is ignored here.
-            raw = {key: value for key, value in raw.items() if key != "resume"}
-        return ConversationTurn(run_input=parse_run_agent_input(raw), earlier_message_ids=None)
+        # The seed's endpoint answers no interrupt: AG-UI 1.0's resume is ignored here.
+        run_input = parse_run_agent_input(raw, ignored=frozenset({"resume"}))
+        return ConversationTurn(run_input=run_input, earlier_message_ids=None)
 
 
 class ConversationRunApi(_RunStartApi):

@@ -19,6 +19,7 @@ from pydantic import (
     ValidationError,
 )
 
+from agent_runs.json_input import NOT_BLANK_PATTERN
 from agent_runs.protocols.openai_responses.errors import ResponsesError
 from agent_runs.run_input import ForwardedProps, InputMessage, ResumeEntry, RunAgentInput
 
@@ -39,12 +40,21 @@ class InputText(_Strict):
     text: StrictStr
 
 
+def _content_schema(schema: dict[str, Any]) -> None:
+    """A user message's content as ``_message_check`` takes it: some text, at most
+    ``MAX_INPUT_CHARS`` of it (as a list, joined by newlines: the schema bounds each part)."""
+    text, parts = schema["anyOf"]
+    text.update(maxLength=MAX_INPUT_CHARS, pattern=NOT_BLANK_PATTERN)
+    parts["items"] = {**parts["items"], "properties": {"text": {"maxLength": MAX_INPUT_CHARS}}}
+    parts.update(minItems=1, contains={"properties": {"text": {"pattern": NOT_BLANK_PATTERN}}})
+
+
 class InputMessageItem(_Strict):
     """An input message (``EasyInputMessage`` or a ``message`` item) of the user's."""
 
     type: Literal["message"] = "message"
     role: Literal["user"]
-    content: StrictStr | list[InputText]
+    content: StrictStr | list[InputText] = Field(json_schema_extra=_content_schema)
 
 
 class McpApprovalResponseItem(_Strict):
@@ -85,15 +95,71 @@ class ConversationRef(BaseModel):
     id: StrictStr = Field(min_length=1, max_length=200)
 
 
+def _input_schema(schema: dict[str, Any]) -> None:
+    """``input`` as ``_body_check`` takes it: some text (``_content_schema``), one user
+    message, or ``mcp_approval_response`` items (not both)."""
+    text, items = schema["anyOf"]
+    message, approval = items["items"]["oneOf"]
+    text.update(maxLength=MAX_INPUT_CHARS, pattern=NOT_BLANK_PATTERN)
+    schema["anyOf"] = [
+        text,
+        {"type": "array", "items": message, "minItems": 1, "maxItems": 1},
+        {"type": "array", "items": approval, "minItems": 1},
+    ]
+
+
+_GIVEN = {"not": {"type": "null"}}
+
+
+def _response_create_schema(schema: dict[str, Any]) -> None:
+    """What ``_body_check`` asks of the fields together: approvals answer a
+    ``previous_response_id``, which goes without ``conversation``; no ``tools``; ``metadata``
+    within OpenAI's limits. (Approval request ids answered once each: no schema says it.)"""
+    schema["allOf"] = [
+        {
+            "anyOf": [
+                {
+                    "properties": {
+                        "input": {
+                            "anyOf": [
+                                {"type": "string"},
+                                {"items": {"properties": {"type": {"const": "message"}}}},
+                            ]
+                        }
+                    }
+                },
+                {
+                    "required": ["previous_response_id"],
+                    "properties": {"previous_response_id": _GIVEN},
+                },
+            ]
+        },
+        {
+            "not": {
+                "required": ["previous_response_id", "conversation"],
+                "properties": {"previous_response_id": _GIVEN, "conversation": _GIVEN},
+            }
+        },
+    ]
+    properties = schema["properties"]
+    properties["tools"]["anyOf"][0]["maxItems"] = 0
+    metadata = properties["metadata"]["anyOf"][0]
+    metadata["maxProperties"] = MAX_METADATA_PAIRS
+    metadata["propertyNames"] = {"maxLength": 64}
+    metadata["additionalProperties"] = {"type": "string", "maxLength": 512}
+
+
 class ResponseCreate(BaseModel):
     """The body of ``POST /responses``. Fields of ``ResponseCreateParams`` not named here
     (``temperature``, ``reasoning``, ``text``…) are accepted and ignored: the server's
     configured stages decide how the agent runs."""
 
-    model_config = ConfigDict(extra="ignore", frozen=True)
+    model_config = ConfigDict(
+        extra="ignore", frozen=True, json_schema_extra=_response_create_schema
+    )
 
     model: StrictStr = Field(default="", max_length=200)
-    input: StrictStr | list[InputItem]
+    input: StrictStr | list[InputItem] = Field(json_schema_extra=_input_schema)
     instructions: StrictStr | None = Field(default=None, max_length=MAX_INPUT_CHARS)
     previous_response_id: StrictStr | None = Field(default=None, max_length=200)
     conversation: StrictStr | ConversationRef | None = None

@@ -220,7 +220,7 @@ class ResponseCreateApi(ResponsesApi):
         operation_id="openai_responses_create",
         summary="Create a response (a run of the agent)",
         tags=_TAGS,
-        request=OpenApiTypes.OBJECT,
+        request=ResponseCreate,
         responses={**_CREATED, **error_responses(400, 401, 404, 409, 410, 415)},
     )
     def post(self, request: Request) -> HttpResponseBase:

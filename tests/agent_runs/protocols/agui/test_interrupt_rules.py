@@ -451,6 +451,14 @@ def test_an_approval_is_read_and_answered_at_its_own_url(alice, bob, interrupted
     assert bob.post(url, {"approved": True}, format="json").status_code == 404
     malformed = alice.generic("POST", url, b"{", content_type="application/json")
     assert malformed.status_code == 400
+    # Read as every JSON body is: a NUL, which no answer could be stored with, is a 400.
+    unstorable = alice.generic(
+        "POST", url, b'{"approved": true, "reason": "a\\u0000b"}', content_type="application/json"
+    )
+    assert unstorable.status_code == 400
+    assert unstorable.json() == {
+        "detail": "invalid body.reason: strings must not contain NUL (\\u0000)"
+    }
     refused = alice.post(url, {"approved": "sure"}, format="json")
     assert refused.status_code == 422
     assert refused.json()["detail"].endswith("at payload.approved: 'sure' is not of type 'boolean'")
