@@ -138,7 +138,9 @@ def automation_config_check(config: Any) -> None:
     stages, or per stage under the stage's name), as its runs will read it."""
     if not isinstance(config, dict):
         raise ValueError("an object: enabled_tools and context, for all stages or per stage")
-    for stage in Stage.values:
+    # The memory stage runs only when configured (``stage_enabled``).
+    stages = [stage for stage in Stage.values if stage != Stage.MEMORY or stage in config]
+    for stage in stages:
         try:
             _automation_stage(config, stage)
         except ValidationError as exc:

@@ -325,3 +325,13 @@ class AutomationJobBusy(DomainError):
 
     def __init__(self) -> None:
         super().__init__("the job's previous run is still queued, running or paused")
+
+
+class AutomationJobNameTaken(DomainError):
+    """The owner has a job of this name already (a job's runs name it)."""
+
+    code = "automation_job_name_taken"
+    status = 409
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"a job named {json.dumps(name)} exists already")

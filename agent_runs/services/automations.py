@@ -19,7 +19,7 @@ from django.http import Http404
 from django.utils import timezone
 
 from agent_runs.agent_config import automation_config_check
-from agent_runs.errors import AutomationJobBusy, AutomationJobInvalid
+from agent_runs.errors import AutomationJobBusy, AutomationJobInvalid, AutomationJobNameTaken
 from agent_runs.models import RUN_ACTIVE_STATUSES, AutomationJob, Run
 from agent_runs.run_input import AUTOMATION_JOB_CONTEXT, RunAgentInput
 from agent_runs.schedules import (
@@ -110,7 +110,7 @@ def automation_job_save(
                 job.next_run_at = _next_run_at(job, now)
             job.save()
     except IntegrityError as exc:
-        raise AutomationJobInvalid("name", f"a job named {job.name!r} exists already") from exc
+        raise AutomationJobNameTaken(job.name) from exc
     return job
 
 

@@ -11,9 +11,11 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from agent_runs.agent_config import system_agents
 from agent_runs.authentication import request_user
 from agent_runs.errors import AutomationJobInvalid
-from agent_runs.models import AutomationJob, Run
+from agent_runs.json_input import NOT_BLANK_PATTERN, JsonBodyParser
+from agent_runs.models import AutomationJob, Run, Stage
 from agent_runs.protocols.agui.openapi import page_parameters
 from agent_runs.protocols.agui.pagination import (
     RUN_CURSOR,
@@ -22,6 +24,7 @@ from agent_runs.protocols.agui.pagination import (
     run_position,
 )
 from agent_runs.protocols.agui.serializers import RunPageSerializer, RunSerializer
+from agent_runs.run_input import iana_timezones
 from agent_runs.selectors.automations import (
     automation_job_get_for_user,
     automation_job_runs,
@@ -88,6 +91,87 @@ class AutomationJobListSerializer(serializers.Serializer):
     automations = AutomationJobSerializer(many=True)
 
 
+# A 5-field cron expression (``agent_runs/schedules.py``), or "" for none.
+CRON_FORMAT = "cron-expression"
+
+
+def _stage_schema() -> dict[str, Any]:
+    """A stage's tools and context, as ``agent_config.StageConfig`` reads them."""
+    known = system_agents().known_tools
+    return {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            "enabled_tools": {
+                "type": "array",
+                "items": {
+                    "anyOf": [
+                        {"enum": known},
+                        {
+                            "type": "object",
+                            "required": ["name"],
+                            "additionalProperties": False,
+                            "properties": {
+                                "name": {"enum": known},
+                                "requires_approval": {"type": ["boolean", "null"]},
+                            },
+                        },
+                    ]
+                },
+            },
+            "context": {"type": "string"},
+        },
+    }
+
+
+def automation_job_request_schema(*, partial: bool) -> dict[str, Any]:
+    """The JSON Schema of a job's body (``POST``: ``name`` and ``prompt`` required;
+    ``PATCH``: any field but ``name``), as far as JSON Schema states the rules: the schedule
+    is a ``cron-expression`` (5 fields that fire some time, or empty)."""
+    stage = _stage_schema()
+    properties: dict[str, Any] = {
+        "name": {"type": "string", "pattern": "^[-a-zA-Z0-9_]+$", "maxLength": 100},
+        "description": {"type": "string"},
+        "schedule": {
+            "type": "string",
+            "format": CRON_FORMAT,
+            "maxLength": 120,
+            "description": "5 cron fields (minute hour day month weekday), in `timezone`; "
+            "empty: run by hand only.",
+        },
+        "timezone": {"enum": sorted(iana_timezones())},
+        "prompt": {"type": "string", "maxLength": 20_000, "pattern": NOT_BLANK_PATTERN},
+        "threadPolicy": {"enum": AutomationJob.ThreadPolicy.values},
+        "enabled": {"type": "boolean"},
+        "catchUp": {"enum": AutomationJob.CatchUp.values},
+        "multitask": {"enum": AutomationJob.Multitask.values, "description": _MULTITASK_HELP},
+        "config": {
+            "description": 'Its runs\' tools and context: `{"enabled_tools": [...], "context": '
+            '"..."}` for every stage, or per stage under its name (`router` and `worker`, '
+            "and `memory` to run the memory stage).",
+            "anyOf": [
+                stage,
+                {
+                    "type": "object",
+                    "required": ["router", "worker"],
+                    "additionalProperties": False,
+                    "properties": {name: stage for name in Stage.values},
+                },
+            ],
+        },
+    }
+    if partial:
+        del properties["name"]
+    schema: dict[str, Any] = {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": properties,
+    }
+    if not partial:
+        schema["required"] = ["name", "prompt"]
+    return schema
+
+
 class AutomationJobInputSerializer(serializers.Serializer):
     """A job to create (``name`` and ``prompt`` required), or the fields to change."""
 
@@ -111,11 +195,12 @@ class AutomationJobInputSerializer(serializers.Serializer):
 
 def _job_fields(request: Request, *, partial: bool) -> dict[str, Any]:
     """The body's fields, as the model names them; the first invalid one is a 422 naming
-    it (an unknown one too)."""
+    it (an unknown one too; ``name`` is unknown to a change)."""
     body = request.data
     if not isinstance(body, dict):
         raise AutomationJobInvalid("body", "a JSON object")
-    known = AutomationJobInputSerializer().fields
+    fields: list[str] = list(AutomationJobInputSerializer().fields)
+    known = [name for name in fields if not partial or name != "name"]
     for name in body:
         if name not in known:
             raise AutomationJobInvalid(str(name), f"unknown field; known: {', '.join(known)}")
@@ -133,6 +218,8 @@ def _job_out(job: AutomationJob) -> dict[str, Any]:
 class AutomationJobListApi(APIView):
     """``GET /api/v1/agent/automations``: the caller's jobs; ``POST``: a new one."""
 
+    parser_classes = [JsonBodyParser]
+
     @extend_schema(
         operation_id="automations_list",
         summary="The caller's automation jobs",
@@ -149,8 +236,11 @@ class AutomationJobListApi(APIView):
         description="Its first due time is computed at once (`nextRunAt`). An invalid cron "
         "expression, timezone or any other field is a 422 whose `detail` names the field.",
         tags=["automations"],
-        request=AutomationJobInputSerializer,
-        responses={201: AutomationJobSerializer, **error_responses(400, 401, 422)},
+        request={"application/json": automation_job_request_schema(partial=False)},
+        responses={
+            201: AutomationJobSerializer,
+            **error_responses(400, 401, 409, 422, e409="The caller has a job of this name already"),
+        },
     )
     def post(self, request: Request) -> Response:
         fields = _job_fields(request, partial=False)
@@ -160,6 +250,8 @@ class AutomationJobListApi(APIView):
 
 class AutomationJobDetailApi(APIView):
     """``GET``, ``PATCH`` and ``DELETE /api/v1/agent/automations/{id}``."""
+
+    parser_classes = [JsonBodyParser]
 
     @extend_schema(
         operation_id="automations_retrieve",
@@ -179,7 +271,7 @@ class AutomationJobDetailApi(APIView):
         description="Only the fields given change; its `name` cannot. A new schedule, timezone "
         "or `enabled` computes the next due time from now.",
         tags=["automations"],
-        request=AutomationJobInputSerializer(partial=True),
+        request={"application/json": automation_job_request_schema(partial=True)},
         responses={200: AutomationJobSerializer, **error_responses(400, 401, 404, 422)},
     )
     def patch(self, request: Request, job_id: str) -> Response:

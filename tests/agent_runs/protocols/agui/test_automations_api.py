@@ -25,6 +25,9 @@ def create(client, **fields):
 
 def test_the_owner_creates_reads_lists_changes_and_deletes_a_job(alice):
     job = create(alice, config={"enabled_tools": ["calendar_list"]})
+    per_stage = {"router": {}, "worker": {"enabled_tools": ["calendar_list"]}, "memory": {}}
+    assert create(alice, name="per-stage", config=per_stage)["config"] == per_stage
+    alice.delete(f"{BASE}/{alice.get(BASE).json()['automations'][1]['id']}")
     assert job["name"] == "morning-digest"
     assert job["threadPolicy"] == "new" and job["catchUp"] == "skip"
     assert job["multitask"] == "enqueue" and job["enabled"] is True
@@ -71,12 +74,21 @@ def test_a_changed_schedule_moves_the_next_run(alice):
         ({"config": {"enabled_tools": ["rm_rf"]}}, "invalid config: router stage: unknown tools"),
         ({"config": {"tools": []}}, "invalid config: router stage: tools: Extra inputs"),
         ({"cron": "* * * * *"}, "invalid cron: unknown field"),
+        ({"config": {"worker": {}}}, "invalid config: router stage: worker: Extra inputs"),
+        ({"prompt": "hi\u0000"}, None),
     ],
 )
 def test_invalid_input_is_a_422_naming_the_field_and_writes_nothing(alice, fields, detail):
     response = alice.post(BASE, {**JOB, **fields}, format="json")
-    assert response.status_code == 422, response.content
-    assert response.json()["detail"].startswith(detail), response.json()
+    if detail is None:  # what no stored text may hold: the body is refused as it is read
+        assert response.status_code == 400, response.content
+        assert (
+            response.json()["detail"]
+            == "invalid body.prompt: strings must not contain NUL (\\u0000)"
+        )
+    else:
+        assert response.status_code == 422, response.content
+        assert response.json()["detail"].startswith(detail), response.json()
     assert not AutomationJob.objects.exists()
 
 
@@ -93,11 +105,11 @@ def test_an_invalid_change_is_a_422_and_keeps_the_job_as_it_was(alice):
     assert alice.get(f"{BASE}/{job['id']}").json() == job
 
 
-def test_a_second_job_of_the_same_name_is_a_422_but_another_user_may_use_it(alice, bob):
+def test_a_second_job_of_the_same_name_is_a_409_but_another_user_may_use_it(alice, bob):
     create(alice)
     response = alice.post(BASE, JOB, format="json")
-    assert response.status_code == 422
-    assert response.json()["detail"] == "invalid name: a job named 'morning-digest' exists already"
+    assert response.status_code == 409
+    assert response.json()["detail"] == 'a job named "morning-digest" exists already'
     create(bob)
     assert AutomationJob.objects.count() == 2
 
