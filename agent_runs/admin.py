@@ -11,10 +11,12 @@ from zoneinfo import ZoneInfo
 
 from django import forms
 from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.forms.models import BaseInlineFormSet
 from django.http import HttpRequest, HttpResponse
-from django.urls import reverse
+from django.template.response import TemplateResponse
+from django.urls import URLPattern, path, reverse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
@@ -119,6 +121,7 @@ class RunAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_display_links = ("run",)
     list_filter = (
         "status",
+        "rolled_back",
         "runtime_mode",
         ("created_at", admin.DateFieldListFilter),
         "thread__owner",
@@ -145,7 +148,16 @@ class RunAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
 
     @admin.display(description="run id", ordering="run_id")
     def run(self, run: Run) -> str:
-        return _shortened(run.run_id, 28)
+        shown = _shortened(run.run_id, 28)
+        if not run.rolled_back:
+            return shown
+        # Cancelled by a multitask rollback: its messages are hidden from its owner's
+        # conversation, kept here.
+        return format_html(
+            '{} <span class="rolled-back" title="{}">(rolled back)</span>',
+            shown,
+            "its messages left the conversation (multitask rollback)",
+        )
 
     @admin.display(description="automation job", ordering="automation_job")
     def job(self, run: Run) -> str:
@@ -240,11 +252,21 @@ def _json_or_blank(value: Any) -> str:
 
 @admin.register(Message)
 class MessageAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
-    list_display = ("thread", "seq", "role", "message_id", "run", "created_at")
-    list_filter = ("role", ("created_at", admin.DateFieldListFilter), "thread__owner")
+    list_display = ("thread", "seq", "role", "message_id", "run", "rolled_back", "created_at")
+    list_filter = (
+        "role",
+        "run__rolled_back",
+        ("created_at", admin.DateFieldListFilter),
+        "thread__owner",
+    )
     search_fields = ("=thread__id", "run__run_id", "message_id")
     list_select_related = ("thread", "run")
     readonly_fields = [field.name for field in Message._meta.fields]
+
+    @admin.display(description="rolled back", boolean=True)
+    def rolled_back(self, message: Message) -> bool:
+        """Its run was cancelled by a multitask ``rollback``: hidden from the conversation."""
+        return message.run is not None and message.run.rolled_back
 
 
 @admin.register(Interrupt)
@@ -380,10 +402,11 @@ class AutomationJobForm(forms.ModelForm):
 
 @admin.register(AutomationJob)
 class AutomationJobAdmin(admin.ModelAdmin):
-    """``config``: ``{"enabled_tools": [...], "context": "..."}``, for every stage or per
-    stage under its name (``{"worker": {...}}``). A job with an owner may run on a schedule
-    (docs/automations.md): its next run times are shown, ``Run now`` runs it at once, and its
-    page lists its latest runs."""
+    """``config``: ``{"enabled_tools": [...], "mcp_servers": [...], "context": "..."}``, for
+    every stage or per stage under its name (``{"worker": {...}}``). Its list links to the
+    MCP servers page: every server the agent configs name, with its tools. A job with an
+    owner may run on a schedule (docs/automations.md): its next run times are shown, ``Run
+    now`` runs it at once, and its page lists its latest runs."""
 
     form = AutomationJobForm
     list_display = (
@@ -459,6 +482,38 @@ class AutomationJobAdmin(admin.ModelAdmin):
                 self.message_user(
                     request, f"Run {run.run_id} of job {job.name} queued.", messages.SUCCESS
                 )
+
+    def get_urls(self) -> list[URLPattern]:
+        page = self.admin_site.admin_view(self.mcp_servers_view)
+        own = [path("mcp-servers/", page, name="agent_runs_automationjob_mcp_servers")]
+        return [*own, *super().get_urls()]
+
+    def mcp_servers_view(self, request: HttpRequest) -> HttpResponse:
+        """The MCP servers page (docs/tools.md): each configured server, where it is
+        named, and the tools it offers (as this process last listed them)."""
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        # The MCP client (a hundred modules) is loaded by the page that uses it, not by
+        # every web process at start.
+        from agent_runs.mcp_servers import mcp_servers_report, offered_tool_name
+
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.opts,
+            "title": "MCP servers",
+            "servers": [
+                {
+                    "configured": configured,
+                    "listing": listing,
+                    "tools": [
+                        (offered_tool_name(configured.server, tool.name), tool.description)
+                        for tool in listing.tools
+                    ],
+                }
+                for configured, listing in mcp_servers_report(fresh=False)
+            ],
+        }
+        return TemplateResponse(request, "admin/agent_runs/mcp_servers.html", context)
 
 
 @admin.register(UserMemory)

@@ -4,17 +4,20 @@
 ``{"description": "automation_job", "value": "<job name>"}`` (``forwardedProps`` allows no
 other keys)."""
 
+import os
+import re
 from collections.abc import Iterable
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
+from urllib.parse import urlsplit
 
 import yaml
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.db.models import F, Q
 from django.utils.module_loading import import_string
-from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
 
 from agent_runs.models import AutomationJob, Run, Stage
 
@@ -36,6 +39,60 @@ class ToolEntry(BaseModel):
     requires_approval: bool | None = None
 
 
+# The tools of MCP servers are offered as mcp__<server>__<tool> (AgentScope's names).
+MCP_TOOL_PREFIX = "mcp__"
+
+
+class McpServer(BaseModel):
+    """An MCP tool server whose tools a stage is offered (docs/tools.md, "MCP tool
+    servers"). No secret is written here: each header's value is read from the environment
+    variable ``headers_from_env`` names. ``allowed_tools``: the only tools of the server's
+    offered (unset: all of them). ``require_approval``: each call of its tools waits for a
+    person's approval (an AG-UI interrupt)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    url: str
+    transport: Literal["streamable_http", "sse"] = "streamable_http"
+    headers_from_env: dict[str, str] = {}
+    allowed_tools: list[str] | None = None
+    require_approval: bool = False
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, name: str) -> str:
+        # Its tools are offered to the model as mcp__<name>__<tool>: a provider takes only
+        # these characters in a tool's name.
+        if not re.fullmatch(r"[A-Za-z0-9_-]+", name):
+            raise ValueError(f"MCP server name {name!r}: only letters, digits, '_' and '-'")
+        return name
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, url: str) -> str:
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise ValueError(f"MCP server url {url!r}: an http:// or https:// URL")
+        return url
+
+    @field_validator("headers_from_env")
+    @classmethod
+    def _headers(cls, headers: dict[str, str]) -> dict[str, str]:
+        unset = sorted(variable for variable in headers.values() if variable not in os.environ)
+        if unset:
+            raise ValueError(f"headers_from_env names unset environment variables {unset}")
+        return headers
+
+    def headers(self) -> dict[str, str]:
+        """The headers sent with each request to the server, their values from the
+        environment."""
+        return {
+            header: os.environ.get(variable, "")
+            for header, variable in self.headers_from_env.items()
+        }
+
+
 class StageConfig(BaseModel):
     """A stage's tools and context. Each enabled tool is a name, or an object naming it with
     its ``requires_approval`` (``{"name": "calendar_list", "requires_approval": true}``)."""
@@ -44,6 +101,7 @@ class StageConfig(BaseModel):
 
     enabled_tools: list[str] = []
     context: str = ""
+    mcp_servers: list[McpServer] = []
     # Per tool given as an object, whether it requires approval.
     approval: dict[str, bool] = {}
 
@@ -64,6 +122,14 @@ class StageConfig(BaseModel):
             else:
                 names.append(entry)
         return {**data, "enabled_tools": names, "approval": approval}
+
+    @field_validator("mcp_servers")
+    @classmethod
+    def _unique_servers(cls, servers: list[McpServer]) -> list[McpServer]:
+        names = [server.name for server in servers]
+        if len(set(names)) != len(names):
+            raise ValueError(f"MCP server names must differ: {names}")
+        return servers
 
     def requires_approval(self, name: str, *, runtime_mode: str) -> bool:
         """Whether a call of the tool waits for a person's approval: as configured, else
@@ -100,8 +166,10 @@ class SystemAgents(BaseModel):
                 import_string(path)
             except ImportError as exc:
                 raise ValueError(f"operator tool {name!r}: {exc}") from exc
-        for stage in self.agents.values():
+        for name, stage in self.agents.items():
             stage.check_tools(self.known_tools)
+            if stage.mcp_servers and name != "worker":
+                raise ValueError(f"agents.{name}.mcp_servers: only the worker calls MCP tools")
 
 
 @cache

@@ -335,3 +335,16 @@ class AutomationJobNameTaken(DomainError):
 
     def __init__(self, name: str) -> None:
         super().__init__(f"a job named {json.dumps(name)} exists already")
+
+
+class MultitaskInvalid(DomainError):
+    """A request names a multitask strategy (what a new run does on a busy thread) that is
+    not one of ``MultitaskStrategy``'s."""
+
+    code = "invalid_multitask"
+    status = 400
+
+    def __init__(self, field: str, *, status: int = 400) -> None:
+        super().__init__(f"{field} must be one of: reject, enqueue, interrupt, rollback")
+        self.field = field
+        self.status = status

@@ -102,6 +102,19 @@ class Thread(models.Model):
         return str(self.id)
 
 
+class MultitaskStrategy(models.TextChoices):
+    """What a new run does when its thread is busy (a run queued, running or parked, or an
+    interrupt open): ``reject`` it (409, nothing written), ``enqueue`` it after the thread's
+    runs, ``interrupt`` the run holding the thread's turn (cancelled; the new run goes next,
+    before the runs queued behind it), or ``rollback`` (as interrupt, and the cancelled run's
+    messages leave the conversation). docs/protocols/multitask.md."""
+
+    REJECT = "reject"
+    ENQUEUE = "enqueue"
+    INTERRUPT = "interrupt"
+    ROLLBACK = "rollback"
+
+
 class Run(models.Model):
     class Status(models.TextChoices):
         QUEUED = "queued"
@@ -165,6 +178,15 @@ class Run(models.Model):
     continues = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.CASCADE, related_name="continued_by"
     )
+    # The strategy the run was created by (what it did, or would have done, on a busy
+    # thread): MultitaskStrategy; "" for a run that answers an interrupt.
+    multitask = models.CharField(max_length=16, choices=MultitaskStrategy.choices, blank=True)
+    # Created by ``interrupt`` or ``rollback``: it goes before the thread's runs that are
+    # queued and were not (its thread's line is these first, then by id).
+    jumps_queue = models.BooleanField(default=False)
+    # Cancelled by a ``rollback``: its messages are hidden from the conversation (/history,
+    # the model's context), kept for staff; its usage stays billed.
+    rolled_back = models.BooleanField(default=False)
 
     class Meta:
         constraints = [
@@ -465,14 +487,6 @@ class AutomationJob(models.Model):
         SKIP = "skip", "missed times make no run"
         ONCE = "once", "missed times together make one run"
 
-    class Multitask(models.TextChoices):
-        """What a due time does while the job's previous run is still going."""
-
-        REJECT = "reject"
-        ENQUEUE = "enqueue"
-        INTERRUPT = "interrupt"
-        ROLLBACK = "rollback"
-
     owner = models.ForeignKey(
         settings.AUTH_USER_MODEL,
         null=True,
@@ -498,8 +512,9 @@ class AutomationJob(models.Model):
     )
     enabled = models.BooleanField(default=True)
     catch_up = models.CharField(max_length=8, choices=CatchUp.choices, default=CatchUp.SKIP)
+    # What a due time does while the job's previous run is still going.
     multitask = models.CharField(
-        max_length=16, choices=Multitask.choices, default=Multitask.ENQUEUE
+        max_length=16, choices=MultitaskStrategy.choices, default=MultitaskStrategy.ENQUEUE
     )
     # The thread of a ``same``-thread job, made by its first run.
     thread = models.ForeignKey(

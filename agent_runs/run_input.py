@@ -15,6 +15,8 @@ from zoneinfo import available_timezones
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
+from agent_runs.errors import MultitaskInvalid
+
 # How a client names the automation job of an ``automation`` run (docs/spec/run-agent-input.md,
 # runtime_mode): a context item ``{"description": "automation_job", "value": "<job name>"}``.
 AUTOMATION_JOB_CONTEXT = "automation_job"
@@ -180,3 +182,18 @@ def parse_uuid(value: str) -> uuid.UUID | None:
 @cache
 def iana_timezones() -> frozenset[str]:
     return frozenset(available_timezones())
+
+
+# The values of ``agent_runs.models.MultitaskStrategy`` (this module imports no model).
+MULTITASK_STRATEGIES = ("reject", "enqueue", "interrupt", "rollback")
+
+
+def multitask_parse(value: Any, *, field: str, status: int = 400) -> str | None:
+    """A request's multitask strategy (docs/protocols/multitask.md): ``None`` when it names
+    none (absent, ``null`` or empty), else one of ``MULTITASK_STRATEGIES`` (any case).
+    Anything else is ``MultitaskInvalid`` naming ``field`` and the allowed values."""
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str) or value.strip().lower() not in MULTITASK_STRATEGIES:
+        raise MultitaskInvalid(field, status=status)
+    return value.strip().lower()

@@ -214,6 +214,15 @@ AGENT_WORKER_MAX_ITERS = env_int("AGENT_WORKER_MAX_ITERS", 6, minimum=1)
 # How long a run's interrupt (a tool approval, a client tool's result) stays answerable;
 # the sweeper then expires it, and its thread takes new messages again.
 INTERRUPT_TTL_SECONDS = env_int("INTERRUPT_TTL_SECONDS", 86400, minimum=10)
+# What a new run does on a busy thread when its request names no strategy (docs/protocols/
+# multitask.md): "" keeps each entry point's own default; reject, enqueue, interrupt or
+# rollback overrides it for all.
+MULTITASK_DEFAULT = env_str("MULTITASK_DEFAULT", "").strip().lower()
+if MULTITASK_DEFAULT not in ("", "reject", "enqueue", "interrupt", "rollback"):
+    raise ImproperlyConfigured(
+        "MULTITASK_DEFAULT must be reject, enqueue, interrupt or rollback, "
+        f"got {MULTITASK_DEFAULT!r}"
+    )
 # Turn the worker model's thinking switch on (DeepSeek's `thinking`, DashScope's
 # `enable_thinking`): its reasoning streams to the client. A model that always reasons
 # (deepseek-reasoner) streams its reasoning whatever this says.
@@ -224,6 +233,11 @@ AGENT_MEMORY_MAX_ITEMS = env_int("AGENT_MEMORY_MAX_ITEMS", 50, minimum=1)
 AGENT_SYSTEM_AGENTS_FILE = env_str(
     "AGENT_SYSTEM_AGENTS_FILE", str(BASE_DIR / "agent_runs" / "system_agents.yaml")
 )
+# MCP tool servers (docs/tools.md, "MCP tool servers"): how long one tool call may take,
+# connecting included, before it fails as a tool error; how many calls (each its own
+# connection) a worker process has open to one server at once, the others waiting their turn.
+MCP_TOOL_TIMEOUT_SECONDS = env_float("MCP_TOOL_TIMEOUT_SECONDS", 30.0, minimum=0.1)
+MCP_MAX_CONNECTIONS_PER_SERVER = env_int("MCP_MAX_CONNECTIONS_PER_SERVER", 8, minimum=1)
 # How much of the thread's earlier conversation a stage reads, in (approximate) tokens.
 AGENT_CONTEXT_TOKEN_BUDGET = env_int("AGENT_CONTEXT_TOKEN_BUDGET", 4000, minimum=0)
 AGENT_MODEL_MAX_RETRIES = env_int("AGENT_MODEL_MAX_RETRIES", 2, minimum=0)
@@ -434,5 +448,9 @@ LOGGING = {
     },
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
     # Django's own loggers propagate to the root handler instead of printing twice.
-    "loggers": {"django": {"handlers": [], "propagate": True}},
+    "loggers": {
+        "django": {"handlers": [], "propagate": True},
+        # The MCP client's HTTP library logs each request (several a tool call) at INFO.
+        "httpx2": {"level": "WARNING"},
+    },
 }

@@ -16,10 +16,10 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.db.models import F, OuterRef, QuerySet, Subquery
+from django.db.models import Exists, F, OuterRef, QuerySet, Subquery
 from django.http import Http404
 
-from agent_runs.models import Message, Thread, Visibility
+from agent_runs.models import Message, Run, Thread, Visibility
 from agent_runs.selectors.profiles import user_locale, user_timezone
 from history.projection import HistoryDay, history_snapshot_response
 from history.schemas import HistorySnapshotResponse
@@ -86,7 +86,8 @@ def _visible_messages(
     thread_id: uuid.UUID | OuterRef, *, include_reasoning: bool = False
 ) -> QuerySet[Message]:
     """Messages ``ui.history`` may show: the bit set (or, ``include_reasoning``, the
-    ``reasoning`` bit), and never a tool message."""
+    ``reasoning`` bit), never a tool message, and never one of a run a multitask
+    ``rollback`` cancelled (docs/protocols/multitask.md: staff still see it in the admin)."""
     bits = Visibility.UI_HISTORY | (Visibility.REASONING if include_reasoning else 0)
     return (
         Message.objects.filter(
@@ -94,6 +95,7 @@ def _visible_messages(
         )
         .alias(on_history=F("visibility_mask").bitand(int(bits)))
         .filter(on_history__gt=0)
+        .exclude(Exists(Run.objects.filter(pk=OuterRef("run_id"), rolled_back=True)))
     )
 
 

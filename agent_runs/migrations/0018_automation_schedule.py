@@ -7,7 +7,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("agent_runs", "0016_apitoken_scopes"),
+        ("agent_runs", "0017_run_rolled_back"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

@@ -28,9 +28,11 @@ from agentscope.state import AgentState
 from agentscope.tool import FunctionTool, ToolBase, Toolkit
 from pydantic import ValidationError
 
+from agent_runs.agent_config import McpServer
 from agent_runs.models import Stage
 from agent_runs.runtime import tracing
 from agent_runs.runtime.output import AgentOutput, RouteDecision
+from agent_runs.runtime.tools.mcp_tools import mcp_tools_for
 
 logger = logging.getLogger(__name__)
 
@@ -94,18 +96,31 @@ class ClientTool(ToolBase):
 @dataclass(frozen=True)
 class WorkerTools:
     """The worker's tools: backend tool functions, the names of those whose calls wait
-    for approval, and the client's tools."""
+    for approval, the tools of its MCP servers (their approval their own), and the
+    client's tools."""
 
     backend: Sequence[Callable[..., Any]] = ()
     approval: frozenset[str] = frozenset()
     client: Sequence[ClientTool] = ()
+    mcp: Sequence[ToolBase] = ()
 
     def toolkit(self) -> Toolkit:
         tools: list[ToolBase] = [
             FunctionTool(tool, permission=_ASK if tool.__name__ in self.approval else _ALLOWED)
             for tool in self.backend
         ]
-        return Toolkit(tools=[*tools, *self.client])
+        return Toolkit(tools=[*tools, *self.mcp, *self.client])
+
+
+async def mcp_tools(servers: Sequence[McpServer]) -> list[ToolBase]:
+    """The tools of a stage's MCP servers, those of a server that requires approval asking
+    for it on each call."""
+    return await mcp_tools_for(servers, allow=_ALLOWED, ask=_ASK)
+
+
+def tool_name(tool: Callable[..., Any] | ToolBase) -> str:
+    """A backend tool's name: a function's own, an AgentScope tool's ``name``."""
+    return tool.name if isinstance(tool, ToolBase) else tool.__name__
 
 
 def conversation(
@@ -153,13 +168,13 @@ async def router_decide(
     *,
     model: ChatModelBase,
     messages: list[Msg],
-    tools: Sequence[Callable[..., Any]],
+    tools: Sequence[Callable[..., Any] | ToolBase],
     system_prompt: str,
 ) -> RouteDecision:
     """The route for this turn and the tools the worker gets (a subset of ``tools``). A model
     that gives no usable decision means: use every enabled tool."""
-    names = [tool.__name__ for tool in tools]
-    menu = "\n".join(f"- {tool.__name__}: {_summary(tool)}" for tool in tools) or "(none)"
+    names = [tool_name(tool) for tool in tools]
+    menu = "\n".join(f"- {tool_name(tool)}: {_summary(tool)}" for tool in tools) or "(none)"
     prompt = f"{system_prompt}\n\nTools the assistant can use:\n{menu}"
     try:
         response = await model.generate_structured_output(
@@ -267,5 +282,6 @@ def _agent(
     )
 
 
-def _summary(tool: Callable[..., Any]) -> str:
-    return (tool.__doc__ or "").strip().split("\n", 1)[0]
+def _summary(tool: Callable[..., Any] | ToolBase) -> str:
+    text = tool.description if isinstance(tool, ToolBase) else tool.__doc__
+    return (text or "").strip().split("\n", 1)[0]

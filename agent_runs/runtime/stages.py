@@ -37,6 +37,7 @@ from agentscope.message import (
     ToolResultState,
 )
 from agentscope.state import AgentState
+from agentscope.tool import ToolBase
 from django.conf import settings
 from pydantic import ValidationError
 
@@ -54,6 +55,7 @@ from agent_runs.runtime.agents import (
     WorkerTools,
     conversation,
     instructions,
+    mcp_tools,
     memory_reply,
     router_decide,
     user_content_with_images,
@@ -140,6 +142,8 @@ class RunTurn:
     held: HeldReply | None = None
     # The owner's spending limits, read with the turn.
     limits: Limits = field(default_factory=lambda: Limits(daily=None, monthly=None))
+    # The tools of the worker's MCP servers, listed when a stage first needs them.
+    mcp_tools: list[ToolBase] | None = None
 
     @classmethod
     def prepare(
@@ -275,9 +279,15 @@ class RunTurn:
         """The tools the worker's config enables (the router chooses among them)."""
         return tools_for(config=self.config(Stage.WORKER), context=self.tool_context)
 
-    def worker_toolset(self, decision: RouteDecision) -> WorkerTools:
-        """The worker's tools for this turn: the backend tools the router chose (those
-        that require approval marked), and the client's own tools."""
+    async def worker_mcp_tools(self) -> list[ToolBase]:
+        """The tools of the worker's MCP servers (the router chooses among them too)."""
+        if self.mcp_tools is None:
+            self.mcp_tools = await mcp_tools(self.config(Stage.WORKER).mcp_servers)
+        return self.mcp_tools
+
+    async def worker_toolset(self, decision: RouteDecision) -> WorkerTools:
+        """The worker's tools for this turn: the backend and MCP tools the router chose
+        (those that require approval marked), and the client's own tools."""
         config = self.config(Stage.WORKER)
         backend = [tool for tool in self.worker_tools() if tool.__name__ in decision.tools]
         approval = frozenset(
@@ -285,7 +295,10 @@ class RunTurn:
             for tool in backend
             if config.requires_approval(tool.__name__, runtime_mode=self.run.runtime_mode)
         )
-        return WorkerTools(backend=backend, approval=approval, client=self.client_tools())
+        served = [tool for tool in await self.worker_mcp_tools() if tool.name in decision.tools]
+        return WorkerTools(
+            backend=backend, approval=approval, client=self.client_tools(), mcp=served
+        )
 
     def client_tools(self) -> list[ClientTool]:
         """The client's tools (``RunAgentInput.tools``): those of the run it goes on from,
@@ -362,7 +375,7 @@ async def router_stage(turn: RunTurn, *, is_last: bool = False) -> RouteDecision
             messages=conversation(
                 turn.context(Visibility.ROUTER), turn.user_message.content, speaker="worker"
             ),
-            tools=turn.worker_tools(),
+            tools=[*turn.worker_tools(), *await turn.worker_mcp_tools()],
             system_prompt=instructions(
                 ROUTER_SYSTEM_PROMPT, context=config.context, memory_notes=turn.memory_notes
             ),
@@ -391,7 +404,7 @@ async def worker_stage(
         thread_id=str(run.thread_id), run_id=run.run_id, stage=Stage.WORKER, message_id=message_id
     )
     config = turn.config(Stage.WORKER)
-    tools = turn.worker_toolset(decision)
+    tools = await turn.worker_toolset(decision)
     usage_log = turn.usage_log(Stage.WORKER)
     context = "\n\n".join(part for part in (config.context, _ROUTE_HINTS[decision.route]) if part)
     agent = worker_agent(

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from django.db import connection
 
 from agent_runs.db import columns_sql, db_param, json_column, model_from_row
-from agent_runs.models import Message, UserMemory, Visibility
+from agent_runs.models import Message, Run, UserMemory, Visibility
 
 
 def context_messages_for(
@@ -18,7 +18,8 @@ def context_messages_for(
     token_budget: int,
 ) -> dict[Visibility, list[tuple[str, str]]]:
     """The thread's earlier messages that each consumer (a stage of the run) may see
-    (docs/spec/sse-events-and-usage.md, section 8: its bit of ``visibility_mask``), as (role,
+    (docs/spec/sse-events-and-usage.md, section 8: its bit of ``visibility_mask``; never
+    those of a run rolled back, docs/protocols/multitask.md), as (role,
     content) oldest first: the newest that fit in ``token_budget`` (about four characters a
     token). One query for all the consumers. A tool result becomes an assistant note naming
     the tool, since a model's context takes tool results only right after its own calls."""
@@ -60,10 +61,13 @@ _CONTEXT_MESSAGES_MAX = 200
 
 # Every run reads these as its job starts: statements of constant text (the ORM compiled
 # each again for every run), in SQL that PostgreSQL and SQLite both speak.
+# A message of a run cancelled by a multitask ``rollback`` has left the conversation.
 _CONTEXT_ROWS = (
-    f"SELECT role, content, metadata, visibility_mask FROM {Message._meta.db_table} "
-    "WHERE thread_id = %s AND seq < %s AND role IN (%s, %s, %s) "
-    "AND (visibility_mask & %s) > 0 ORDER BY seq DESC LIMIT %s"
+    f"SELECT m.role, m.content, m.metadata, m.visibility_mask FROM {Message._meta.db_table} "
+    "AS m WHERE m.thread_id = %s AND m.seq < %s AND m.role IN (%s, %s, %s) "
+    "AND (m.visibility_mask & %s) > 0 AND NOT EXISTS (SELECT 1 FROM "
+    f"{Run._meta.db_table} AS r WHERE r.id = m.run_id AND r.rolled_back) "
+    "ORDER BY m.seq DESC LIMIT %s"
 )
 _MEMORY_ROWS = (
     f"SELECT id, kind, content FROM {UserMemory._meta.db_table} WHERE owner_id = %s "

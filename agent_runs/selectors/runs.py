@@ -4,7 +4,8 @@
 import uuid
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.db.models import Min, OuterRef, Subquery
+from django.db.models import Min, OuterRef, Q, Subquery
+from django.db.models.functions import Coalesce
 from django.http import Http404
 
 from agent_runs.errors import RunIdAmbiguous
@@ -52,13 +53,14 @@ def run_for_execution(*, run_pk: int) -> tuple[Run, int]:
 
 
 def runs_next_queued_of_idle_threads() -> list[Run]:
-    """For every thread with queued runs and none running or parked, its oldest queued run (the next
-    to start), in one query."""
+    """For every thread with queued runs and none running or parked, its first queued run in
+    line (the next to start: the oldest that jumps the queue, else the oldest), in one
+    query."""
     oldest = (
         Run.objects.filter(status=Run.Status.QUEUED)
         .exclude(thread__runs__status__in=(Run.Status.RUNNING, Run.Status.PAUSED))
         .values("thread_id")
-        .annotate(oldest=Min("pk"))
+        .annotate(oldest=Coalesce(Min("pk", filter=Q(jumps_queue=True)), Min("pk")))
         .values("oldest")
     )
     return list(Run.objects.filter(pk__in=Subquery(oldest)).order_by("pk"))

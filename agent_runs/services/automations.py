@@ -20,7 +20,7 @@ from django.utils import timezone
 
 from agent_runs.agent_config import automation_config_check
 from agent_runs.errors import AutomationJobBusy, AutomationJobInvalid, AutomationJobNameTaken
-from agent_runs.models import RUN_ACTIVE_STATUSES, AutomationJob, Run
+from agent_runs.models import RUN_ACTIVE_STATUSES, AutomationJob, MultitaskStrategy, Run
 from agent_runs.run_input import AUTOMATION_JOB_CONTEXT, RunAgentInput
 from agent_runs.schedules import (
     DueTimes,
@@ -68,19 +68,32 @@ def automation_job_check(job: AutomationJob) -> None:
 def automation_job_create(
     *, owner: AbstractBaseUser, now: datetime.datetime | None = None, **fields: Any
 ) -> AutomationJob:
-    """A job of ``owner``'s, its first due time set (``AutomationJobInvalid``: nothing saved)."""
+    """A job of ``owner``'s, its first due time set (``AutomationJobInvalid``: nothing saved).
+    The owner's config names no MCP server (``_owner_config_check``)."""
+    _owner_config_check(fields.get("config"))
     return automation_job_save(job=AutomationJob(owner_id=owner.pk, **fields), now=now)
 
 
 def automation_job_update(
     *, job: AutomationJob, now: datetime.datetime | None = None, **fields: Any
 ) -> AutomationJob:
-    """The job with ``fields`` changed. Its name is what its runs name: it cannot change."""
+    """The job with ``fields`` changed by its owner. Its name is what its runs name: it
+    cannot change."""
     if "name" in fields and fields["name"] != job.name:
         raise AutomationJobInvalid("name", "a job's name cannot change (its runs name it)")
+    _owner_config_check(fields.get("config"))
     for name, value in fields.items():
         setattr(job, name, value)
     return automation_job_save(job=job, now=now)
+
+
+def _owner_config_check(config: Any) -> None:
+    """A config its owner writes names no MCP server: a server's URL is reached from the
+    workers and its headers are read from their environment, so only staff (the admin)
+    configure one."""
+    stages = [config, *config.values()] if isinstance(config, dict) else []
+    if any(isinstance(stage, dict) and "mcp_servers" in stage for stage in stages):
+        raise AutomationJobInvalid("config", "mcp_servers are configured by staff only")
 
 
 def automation_job_save(
@@ -218,7 +231,7 @@ def _job_run_create(
     owner = job.owner
     if owner is None:
         raise AutomationJobInvalid("owner", "a shared job has no owner to run it for")
-    if job.multitask == AutomationJob.Multitask.REJECT and _last_run_active(job):
+    if job.multitask == MultitaskStrategy.REJECT and _last_run_active(job):
         raise AutomationJobBusy()
     same = job.thread_policy == AutomationJob.ThreadPolicy.SAME
     thread_id = job.thread_id if same and job.thread_id else uuid.uuid4()
@@ -240,8 +253,14 @@ def _job_run_create(
         }
     )
     request = {"automation": _run_request(job=job, due=due)}
-    # multitask: pass job.multitask to run_create once it takes it
-    run = run_create(user=owner, run_input=run_input, options=RunOptions(request=request))
+    # On a ``same`` thread busy with a run (the job's or its owner's), the job's strategy
+    # decides as for any new message (docs/protocols/multitask.md).
+    run = run_create(
+        user=owner,
+        run_input=run_input,
+        options=RunOptions(request=request),
+        multitask=job.multitask,
+    )
     if same:
         job.thread_id = run.thread_id
     return run

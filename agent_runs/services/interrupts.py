@@ -352,3 +352,18 @@ def interrupts_expire() -> int:
             for run in Run.objects.filter(pk__in=run_pks - still_open).select_related("thread"):
                 run_status_changed_send(run_pk=run.pk, status=Run.Status(run.status), run=run)
     return count
+
+
+def interrupts_withdraw(*, thread: Thread, strategy: str) -> set[int]:
+    """Close the thread's open interrupts as cancelled: a new user message sent with the
+    ``interrupt`` or ``rollback`` strategy (docs/protocols/multitask.md) goes on without
+    their answer. Under the thread's row lock, in the transaction that creates that run.
+    Returns the runs that waited on them."""
+    pending = Interrupt.objects.filter(thread=thread, status=Interrupt.Status.PENDING)
+    held = set(pending.values_list("run_id", flat=True))
+    pending.update(
+        status=Interrupt.Status.CANCELLED,
+        answer={"withdrawn": strategy},
+        closed_at=timezone.now(),
+    )
+    return held

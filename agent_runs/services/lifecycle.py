@@ -10,7 +10,9 @@ checked in the same statement as each write), so a job that lost its run writes 
 
 import logging
 import uuid
+from collections.abc import Sequence
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Any
 
 from ag_ui.core import RunErrorEvent, RunStartedEvent
@@ -43,13 +45,20 @@ _ENDED_UNSTARTED = Q(status=Run.Status.CANCELLED, started_at=None) & ~Exists(
 )
 
 
-# Another run of the thread holds its turn: one running, or one before it queued, parked or
-# cancelled unstarted. Built once: a filter copies what it resolves.
+# A thread's line: the runs that jump the queue (made by a multitask ``interrupt`` or
+# ``rollback``) first, then by id. A run before another in that order:
+_BEFORE = Q(jumps_queue__gt=OuterRef("jumps_queue")) | Q(
+    jumps_queue=OuterRef("jumps_queue"), pk__lt=OuterRef("pk")
+)
+LINE_ORDER = ("-jumps_queue", "pk")
+
+# Another run of the thread holds its turn: one running, or one before it in line queued,
+# parked or cancelled unstarted. Built once: a filter copies what it resolves.
 _TURN_TAKEN = Exists(
     Run.objects.filter(thread_id=OuterRef("thread_id")).filter(
         Q(status=Run.Status.RUNNING)
-        | (Q(status__in=(Run.Status.QUEUED, Run.Status.PAUSED)) & Q(pk__lt=OuterRef("pk")))
-        | (_ENDED_UNSTARTED & Q(pk__lt=OuterRef("pk")))
+        | (Q(status__in=(Run.Status.QUEUED, Run.Status.PAUSED)) & _BEFORE)
+        | (_ENDED_UNSTARTED & _BEFORE)
     )
 )
 
@@ -125,7 +134,8 @@ _CLAIM_AND_LOAD = (
     "WHERE r.id = %s AND r.status = %s AND NOT EXISTS ("
     # _TURN_TAKEN: another run of the thread holds its turn.
     f"SELECT 1 FROM {Run._meta.db_table} AS o WHERE o.thread_id = r.thread_id AND ("
-    "o.status = %s OR (o.id < r.id AND (o.status IN (%s, %s) OR (o.status = %s "
+    "o.status = %s OR ((o.jumps_queue > r.jumps_queue OR (o.jumps_queue = r.jumps_queue "
+    "AND o.id < r.id)) AND (o.status IN (%s, %s) OR (o.status = %s "
     "AND o.started_at IS NULL AND NOT EXISTS ("
     f"SELECT 1 FROM {RunEvent._meta.db_table} AS e WHERE e.run_id = o.id)))))) "
     f"RETURNING {columns_sql(Run, 'r')}) "
@@ -212,16 +222,7 @@ def run_cancel(*, run: Run) -> Run:
     cancelling twice is harmless."""
     now = timezone.now()
     with transaction.atomic():
-        locked = Run.objects.select_for_update().get(pk=run.pk)
-        was_running = locked.status == Run.Status.RUNNING
-        journal_started = locked.started_at is not None
-        was_active = locked.status in RUN_ACTIVE_STATUSES
-        if was_active:
-            Run.objects.filter(pk=run.pk).update(
-                status=Run.Status.CANCELLED, finished_at=now, pause_requested=False
-            )
-            _running_steps_fail(run_pk=run.pk, at=now)
-            run_status_changed_send(run_pk=run.pk, status=Run.Status.CANCELLED)
+        was_running, journal_started, was_active = _cancel_mark(run=run, at=now)
     if was_active:
         _thread_active(thread_id=run.thread_id, at=now)
     if was_running:
@@ -231,6 +232,41 @@ def run_cancel(*, run: Run) -> Run:
     run_dispatch_next(thread_id=run.thread_id)
     run.refresh_from_db()
     return run
+
+
+def runs_cancel_in_turn(*, runs: Sequence[Run]) -> None:
+    """Cancel ``runs`` of one thread as ``run_cancel`` does, in the caller's transaction,
+    which holds the thread's row lock (a multitask ``interrupt``: the new run is stored in
+    the same transaction, and enqueued when it commits). Each run's journal is ended in it
+    too, whether it had started or not (its turn has come: nothing of the thread runs once
+    these have ended), the started ones first: the run's row, locked here to the end,
+    fences its job's writes (they wait, then find it cancelled), so nothing of the job
+    follows its ``RUN_ERROR``. Once it commits, their jobs are stopped."""
+    now = timezone.now()
+    for run in sorted(runs, key=lambda run: (run.started_at is None, not run.jumps_queue, run.pk)):
+        was_running, _, was_active = _cancel_mark(run=run, at=now)
+        if was_active:
+            _run_journal_end(run, code=RUN_CANCELLED_CODE, message=RUN_CANCELLED_MESSAGE)
+        if was_running:
+            transaction.on_commit(partial(job_stop, job_id=str(run.task_id)))
+    if runs:
+        _thread_active(thread_id=runs[0].thread_id, at=now)
+
+
+def _cancel_mark(*, run: Run, at: datetime) -> tuple[bool, bool, bool]:
+    """Mark the run cancelled under its row lock, if it is active; whether it was running,
+    whether its journal had started, whether it was active."""
+    locked = Run.objects.select_for_update().get(pk=run.pk)
+    was_running = locked.status == Run.Status.RUNNING
+    journal_started = locked.started_at is not None
+    was_active = locked.status in RUN_ACTIVE_STATUSES
+    if was_active:
+        Run.objects.filter(pk=run.pk).update(
+            status=Run.Status.CANCELLED, finished_at=at, pause_requested=False
+        )
+        _running_steps_fail(run_pk=run.pk, at=at)
+        run_status_changed_send(run_pk=run.pk, status=Run.Status.CANCELLED)
+    return was_running, journal_started, was_active
 
 
 def _running_steps_fail(*, run_pk: int, at: datetime) -> None:
@@ -345,14 +381,14 @@ def run_dispatch_next(*, thread_id: uuid.UUID) -> bool:
 
 
 def _line_head(*, thread_id: uuid.UUID) -> Run | None:
-    """The first of the thread's runs still holding its place in line: running, queued, or
-    cancelled while queued with its journal not written yet. On PostgreSQL a statement of
-    constant text (every run's job asks it as it ends)."""
+    """The first of the thread's runs in line (``LINE_ORDER``) still holding its place:
+    running, queued, or cancelled while queued with its journal not written yet. On
+    PostgreSQL a statement of constant text (every run's job asks it as it ends)."""
     if connection.vendor != "postgresql":
         return (
             Run.objects.filter(thread_id=thread_id)
             .filter(Q(status__in=RUN_ACTIVE_STATUSES) | _ENDED_UNSTARTED)
-            .order_by("pk")
+            .order_by(*LINE_ORDER)
             .first()
         )
     with connection.cursor() as cursor:
@@ -365,7 +401,7 @@ _LINE_HEAD = (
     f"SELECT {columns_sql(Run, 'r')} FROM {Run._meta.db_table} AS r WHERE r.thread_id = %s "
     "AND (r.status IN (%s, %s, %s) OR (r.status = %s AND r.started_at IS NULL AND NOT EXISTS ("
     f"SELECT 1 FROM {RunEvent._meta.db_table} AS e WHERE e.run_id = r.id))) "
-    "ORDER BY r.id LIMIT 1"
+    "ORDER BY r.jumps_queue DESC, r.id LIMIT 1"
 )
 
 

@@ -2,30 +2,37 @@
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache, partial
 from typing import Any, cast
 
+from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, connection, transaction
 from django.db.models import Field, Model, Q
 from django.http import Http404
 from django.utils import timezone
 
-from agent_runs.agent_config import automation_job_get, system_agents
+from agent_runs.agent_config import MCP_TOOL_PREFIX, automation_job_get, system_agents
 from agent_runs.errors import (
     ConversationMessageRepeated,
     ConversationMessageUnknown,
+    MultitaskInvalid,
     RunIdConflict,
     RunInputInvalid,
     RunNotLatest,
     ThreadBusy,
     ToolNameTaken,
 )
-from agent_runs.models import RUN_ACTIVE_STATUSES, Message, Run, Thread
+from agent_runs.models import RUN_ACTIVE_STATUSES, Message, MultitaskStrategy, Run, Thread
 from agent_runs.run_input import RunAgentInput, snapshot_sha256, user_text
 from agent_runs.selectors.messages import thread_message_ids_known
-from agent_runs.services.interrupts import interrupts_close, turn_answers_check
+from agent_runs.services.interrupts import (
+    interrupts_close,
+    interrupts_withdraw,
+    turn_answers_check,
+)
+from agent_runs.services.lifecycle import runs_cancel_in_turn
 from agent_runs.services.messages import MessageDraft, messages_append
 from agent_runs.services.queue import run_enqueue
 from agent_runs.services.rate_limits import rate_limits_on, run_rate_check
@@ -78,6 +85,7 @@ def run_create(
     run_input: RunAgentInput,
     earlier_message_ids: Sequence[str] | None = None,
     options: RunOptions | None = None,
+    multitask: str | None = None,
 ) -> Run:
     """Store the thread (if new), the user message and the queued run; enqueue on commit.
 
@@ -103,8 +111,14 @@ def run_create(
     On PostgreSQL a new thread, its run and its message are one statement (which inserts
     nothing when the thread exists; the thread's row lock is then taken as below), and a
     run of a thread that exists is one statement after its checks.
+
+    ``multitask``: what a new user message does when its thread is busy (a run queued,
+    running or parked, or an interrupt open), a ``MultitaskStrategy`` value; ``None``: the
+    ``MULTITASK_DEFAULT`` setting, else the entry point's own (``reject`` when
+    ``options.turn`` asks for an idle thread, else ``enqueue``). docs/protocols/multitask.md.
     """
     options = options or RunOptions()
+    strategy = _multitask_strategy(multitask, options.turn)
     budget_check(user_id=user.pk)
     if rate_limits_on() and not _is_retry(user=user, run_input=run_input):
         run_rate_check(user_id=user.pk, adds_active=not run_input.continues_reply)
@@ -121,6 +135,7 @@ def run_create(
         images=images,
         automation_job=automation_job,
         options=options,
+        strategy=strategy,
     )
     if (
         connection.vendor == "postgresql"
@@ -149,9 +164,11 @@ class _RunDraft:
     images: list[Attachment]
     automation_job: str
     options: RunOptions
+    strategy: MultitaskStrategy
 
     def run(self, *, thread: Thread, created_thread: bool, continues: Run | None = None) -> Run:
         props = self.run_input.forwarded_props
+        answers = self.run_input.continues_reply
         return Run(
             thread=thread,
             continues=continues,
@@ -168,6 +185,8 @@ class _RunDraft:
             step_budget=self.options.step_budget,
             answer_artifact=self.options.answer_artifact,
             request=with_trace_context(self.options.request),
+            multitask="" if answers else self.strategy,
+            jumps_queue=not answers and self.strategy in _CANCELLING,
         )
 
     def user_message(self, *, run_id: str) -> MessageDraft:
@@ -237,17 +256,29 @@ def _run_create(
                 if existing.input_sha256 != draft.input_sha256:
                     raise RunIdConflict()
                 return existing
-        if options.turn is not None:
-            _turn_check(thread=thread, rule=options.turn)
+        new_message = not run_input.continues_reply
+        rule = _turn_rule(options.turn, draft.strategy) if new_message else options.turn
+        if rule is not None:
+            _turn_check(thread=thread, rule=rule)
         fresh_answers = _conversation_check(
             thread=thread,
             new_message_id=None if run_input.continues_reply else run_input.user_message.id,
             earlier_message_ids=earlier_message_ids or (),
             tool_message_ids=[message.id for message in run_input.tool_answers],
         )
+        cancelling = new_message and draft.strategy in _CANCELLING
+        waited = (
+            interrupts_withdraw(thread=thread, strategy=draft.strategy) if cancelling else set()
+        )
         answers = turn_answers_check(
             thread=thread, run_input=run_input, tool_message_ids=fresh_answers
         )
+        if cancelling:
+            _thread_interrupt(
+                thread=thread,
+                rollback=draft.strategy == MultitaskStrategy.ROLLBACK,
+                waited=waited,
+            )
         run = draft.run(thread=thread, created_thread=thread_created, continues=answers.continues)
         if run_input.continues_reply:
             # It answers the thread's open interrupts: no message of its own.
@@ -266,6 +297,48 @@ def _run_create(
         interrupts_close(answers=answers, run=run)
         _enqueue_on_commit(run)
         return run
+
+
+# The strategies that cancel the run holding the thread's turn.
+_CANCELLING = (MultitaskStrategy.INTERRUPT, MultitaskStrategy.ROLLBACK)
+
+
+def _multitask_strategy(multitask: str | None, turn: TurnRule | None) -> MultitaskStrategy:
+    """The strategy a new run goes by: the request's, else ``MULTITASK_DEFAULT``, else the
+    entry point's (``reject`` where its rule of turns wants an idle thread: today's)."""
+    chosen = multitask or settings.MULTITASK_DEFAULT
+    if not chosen:
+        idle = turn is not None and turn.idle
+        return MultitaskStrategy.REJECT if idle else MultitaskStrategy.ENQUEUE
+    if chosen not in MultitaskStrategy.values:
+        raise MultitaskInvalid("multitask")
+    return MultitaskStrategy(chosen)
+
+
+def _turn_rule(turn: TurnRule | None, strategy: MultitaskStrategy) -> TurnRule | None:
+    """The rule of turns a new user message meets: its entry point's, with ``idle`` as the
+    strategy says (only ``reject`` refuses a busy thread)."""
+    idle = strategy == MultitaskStrategy.REJECT
+    if turn is None:
+        return TurnRule() if idle else None
+    return replace(turn, idle=idle)
+
+
+def _thread_interrupt(*, thread: Thread, rollback: bool, waited: set[int]) -> None:
+    """Cancel the run holding the thread's turn (running or parked) and the runs that came
+    to interrupt it and have not started (of two interrupts at once, the later wins), as
+    ``run_cancel`` does, in the caller's transaction under the thread's row lock
+    (``runs_cancel_in_turn``): their journals end before the new run exists, their jobs
+    are stopped once it commits. The runs queued behind them
+    stay queued. ``rollback``: those runs, and the runs that ``waited`` on the interrupts
+    just withdrawn, leave the conversation (``Run.rolled_back``)."""
+    holding = Q(status__in=(Run.Status.RUNNING, Run.Status.PAUSED)) | Q(
+        status=Run.Status.QUEUED, jumps_queue=True
+    )
+    victims = list(Run.objects.filter(holding, thread=thread).order_by("-jumps_queue", "pk"))
+    if rollback:
+        Run.objects.filter(pk__in={*waited, *(run.pk for run in victims)}).update(rolled_back=True)
+    runs_cancel_in_turn(runs=victims)
 
 
 def _enqueue_on_commit(run: Run) -> None:
@@ -425,10 +498,11 @@ def client_tool_names_taken() -> list[str]:
 
 
 def _client_tools_check(run_input: RunAgentInput) -> None:
-    """The client's own tools may not take a taken name (``client_tool_names_taken``)."""
+    """The client's own tools may not take a taken name (``client_tool_names_taken``), nor
+    start with the ``mcp__`` prefix of MCP servers' tools."""
     taken = set(client_tool_names_taken())
     for tool in run_input.tools:
-        if tool.name in taken:
+        if tool.name in taken or tool.name.startswith(MCP_TOOL_PREFIX):
             raise ToolNameTaken(tool.name)
 
 

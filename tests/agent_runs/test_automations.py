@@ -9,7 +9,7 @@ from decimal import Decimal
 import pytest
 from django.contrib.auth import get_user_model
 
-from agent_runs.models import AutomationJob, Run, RunEvent, UserProfile
+from agent_runs.models import AutomationJob, MultitaskStrategy, Run, RunEvent, UserProfile
 from agent_runs.selectors.automations import automation_job_runs
 from agent_runs.services.automations import (
     automation_job_create,
@@ -151,7 +151,7 @@ def test_a_rejecting_job_skips_a_due_time_while_its_previous_run_is_going(alice_
         alice_user,
         now=at(2026, 1, 5, 5, 30),
         schedule="0 * * * *",
-        multitask=AutomationJob.Multitask.REJECT,
+        multitask=MultitaskStrategy.REJECT,
     )
     assert automations_fire_due(now=at(2026, 1, 5, 6, 0, 5)) == 1
     first = Run.objects.get()

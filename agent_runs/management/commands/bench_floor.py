@@ -89,7 +89,7 @@ class Command(BaseCommand):
                 connection.execute("DROP TABLE bench_floor_run, bench_floor_event")
             import redis
 
-            client = redis.Redis.from_url(settings.REDIS_URL)
+            client: Any = redis.Redis.from_url(settings.REDIS_URL)  # redis-py's sync/async union
             client.delete(*client.keys(f"{_PREFIX}:*") or [_QUEUE])
         for label, values in timings.items():
             self.stdout.write(
@@ -145,8 +145,8 @@ async def _serve(dsn: str, port: int) -> None:
     from aiohttp import web
 
     database = await psycopg.AsyncConnection.connect(dsn, autocommit=True)
-    queue = redis.Redis.from_url(settings.REDIS_URL)
-    streams = redis.Redis.from_url(settings.REDIS_URL)
+    queue: Any = redis.Redis.from_url(settings.REDIS_URL)
+    streams: Any = redis.Redis.from_url(settings.REDIS_URL)
 
     async def ready(request: web.Request) -> web.Response:
         return web.Response(text="ok")
@@ -196,7 +196,7 @@ async def _work(dsn: str, model_url: str) -> None:
     from agent_runs.runtime.provider_transport import provider_session
 
     database = await psycopg.AsyncConnection.connect(dsn, autocommit=True)
-    queue = redis.Redis.from_url(settings.REDIS_URL)
+    queue: Any = redis.Redis.from_url(settings.REDIS_URL)
     # The service's provider connections (quick acknowledgements: no 40 ms delayed ACK).
     async with provider_session(limit=4) as model:
         while True:

@@ -39,8 +39,15 @@ from google.protobuf.json_format import MessageToDict, ParseDict
 from google.protobuf.message import Message as ProtoMessage
 from packaging.version import InvalidVersion, Version
 
+from agent_runs.errors import MultitaskInvalid
 from agent_runs.protocols.a2a.errors import A2ARpcError, RequestId
-from agent_runs.run_input import ForwardedProps, InputMessage, ResumeEntry, RunAgentInput
+from agent_runs.run_input import (
+    ForwardedProps,
+    InputMessage,
+    ResumeEntry,
+    RunAgentInput,
+    multitask_parse,
+)
 
 MAX_INPUT_CHARS = 100_000
 
@@ -223,6 +230,19 @@ def message_text(message: Message) -> str:
     if len(text) > MAX_INPUT_CHARS:
         raise InvalidParamsError(message=f"The message is longer than {MAX_INPUT_CHARS} characters")
     return text
+
+
+def message_multitask(message: Message) -> str | None:
+    """The message's ``metadata.multitask``: what its task does when its context is busy
+    (docs/protocols/multitask.md); an unknown value is ``InvalidParamsError`` naming the
+    allowed ones."""
+    if not message.HasField("metadata"):
+        return None
+    value = MessageToDict(message.metadata).get("multitask")
+    try:
+        return multitask_parse(value, field="'message.metadata.multitask'")
+    except MultitaskInvalid as exc:
+        raise InvalidParamsError(message=str(exc)) from None
 
 
 def user_message_kept(message: Message) -> dict[str, Any]:

@@ -51,7 +51,13 @@ from rest_framework.response import Response
 
 from agent_runs.authentication import api_key_scope_require, request_user
 from agent_runs.awaited import awaited_response, run_end_answer
-from agent_runs.errors import InterruptClosed, InterruptExpired, InterruptOpen, TurnRefused
+from agent_runs.errors import (
+    InterruptClosed,
+    InterruptExpired,
+    InterruptOpen,
+    ThreadBusy,
+    TurnRefused,
+)
 from agent_runs.events.reads import EventStreamStart, event_stream_start, thread_last_event_id
 from agent_runs.events.sse import sse_response
 from agent_runs.json_input import JsonBodyParser
@@ -62,6 +68,7 @@ from agent_runs.protocols.a2a.inbound import (
     PUSH_CONFIG_METHODS,
     RpcCall,
     approval_answers,
+    message_multitask,
     message_text,
     rpc_call_parse,
     task_answer_input,
@@ -216,6 +223,7 @@ def _send(request: Request, call: RpcCall, *, stream: bool) -> HttpResponseBase:
         raise InvalidParamsError(message="'message' is required")
     message = params.message
     text = message_text(message)  # any message, an answer too, is checked before it goes
+    multitask = message_multitask(message)
     user = request_user(request)
     run_id = str(uuid.uuid4())
     target = _send_target(user=user, message=message, run_id=run_id)
@@ -235,6 +243,7 @@ def _send(request: Request, call: RpcCall, *, stream: bool) -> HttpResponseBase:
                 user=user,
                 run_input=_run_input(target, message, run_id, text),
                 options=RunOptions(request=kept, turn=target.turn),
+                multitask=multitask,
             )
             if params.configuration.HasField("task_push_notification_config"):
                 task_push_config_create(
@@ -242,6 +251,13 @@ def _send(request: Request, call: RpcCall, *, stream: bool) -> HttpResponseBase:
                 )
     except Http404:  # a contextId naming the UUID of someone else's thread
         raise TaskNotFoundError(message=f"Context {message.context_id} not found") from None
+    except ThreadBusy:
+        if target.earlier:  # another follow-up (or an answer from elsewhere) came first
+            raise _follow_up_overtaken(user, message.task_id, message.context_id) from None
+        raise UnsupportedOperationError(
+            message=f"Context {target.thread_id} has a task still working "
+            "(metadata.multitask: reject)"
+        ) from None
     except TurnRefused:  # another follow-up (or an answer from elsewhere) continued it first
         raise _follow_up_overtaken(user, message.task_id, message.context_id) from None
     runs = [*target.earlier, run]

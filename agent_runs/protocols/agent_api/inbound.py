@@ -122,6 +122,8 @@ class AgentRequest(_Model):
     session_id: StrictStr | None = Field(
         default=None, min_length=1, max_length=MAX_SESSION_ID_CHARS
     )
+    # What the run does when its session is busy (docs/protocols/multitask.md).
+    multitask: Literal["reject", "enqueue", "interrupt", "rollback"] | None = None
 
     def kept(self) -> dict[str, Any]:
         """What the request asked beyond its input, as sent (``Run.request``)."""

@@ -11,7 +11,8 @@ _WHEN = {
     400: "A body that is not an AgentRequest this server takes, or a bad parameter",
     401: "No credentials, or bad ones",
     404: "Not found, or not the caller's (a session, a response)",
-    409: "A response id the caller used in several sessions",
+    409: "A response id the caller used in several sessions; or, with `multitask: reject`, "
+    "a busy session",
     415: "A body that is not JSON, or an image that is not one",
     422: "An image URL that is not a valid, unexpired signed URL of the caller's",
 }

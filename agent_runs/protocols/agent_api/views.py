@@ -96,7 +96,7 @@ class ProcessApi(_Api):
         responses={
             (200, "application/json"): RESPONSE_OBJECT,
             (200, "text/event-stream"): STREAM_RESPONSE,
-            **error_responses(400, 401, 404, 415, 422),
+            **error_responses(400, 401, 404, 409, 415, 422),
         },
     )
     def post(self, request: Request) -> HttpResponseBase:
@@ -109,6 +109,7 @@ class ProcessApi(_Api):
             user=user,
             run_input=request_run_input(request=body, thread_id=thread_id),
             options=RunOptions(request=run_request_kept(session_id=session, kept=body.kept())),
+            multitask=body.multitask,
         )
         if body.stream:
             return _stream_of(request, run, after=None)

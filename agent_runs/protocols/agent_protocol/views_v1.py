@@ -78,6 +78,7 @@ from agent_runs.protocols.agent_protocol.views import (
     task_for_request,
     upload,
 )
+from agent_runs.run_input import multitask_parse
 from agent_runs.selectors.steps import (
     NumberedPage,
     artifact_get_of_thread,
@@ -197,14 +198,27 @@ class StepListApi(_Api):
         if answer is not None:
             interrupt = approval_answer(user=request_user(request), thread=thread, answer=answer)
             return Response(v1_step(interrupt))
-        return awaited_response(request, step_execute(request, thread=thread, text=body.input))
+        multitask = multitask_parse(
+            (body.additional_input or {}).get("multitask"),
+            field="additional_input.multitask",
+            status=422,
+        )
+        return awaited_response(
+            request, step_execute(request, thread=thread, text=body.input, multitask=multitask)
+        )
 
 
-def step_execute(request: Request, *, thread: Thread, text: str | None) -> Produce:
+def step_execute(
+    request: Request, *, thread: Thread, text: str | None, multitask: str | None = None
+) -> Produce:
     """Let the task's run take one more stage (or start its next run with ``text``); the
     answer is that stage's step once it has finished, followed in the journal. A run that
     waits on an approval has no stage to run: its approval step is the answer, as it
-    stands (with an ``input``, the new run is refused: the approval comes first)."""
+    stands (with an ``input``, the new run is refused: the approval comes first).
+
+    ``multitask`` (``additional_input.multitask``, docs/protocols/multitask.md): with an
+    ``input``, a new run is made even while the task's run is active, as the strategy says
+    (without one, the active run takes the step and the input is not used)."""
     # Read first: the run's next events (its terminal one too) come after it.
     after_id = thread_last_event_id(thread_id=thread.pk)
     run = latest_run_of_thread(thread=thread)
@@ -216,13 +230,15 @@ def step_execute(request: Request, *, thread: Thread, text: str | None) -> Produ
             return 200, body
 
         return as_it_stands
-    if run is None or run.status not in RUN_ACTIVE_STATUSES:
+    new_run = bool(text and text.strip() and multitask)
+    if new_run or run is None or run.status not in RUN_ACTIVE_STATUSES:
         if not text or not text.strip():
             raise NoStepLeft()
         run = run_create(
             user=request_user(request),
             run_input=task_run_input(thread_id=thread.pk, text=text),
             options=RunOptions(step_budget=1, answer_artifact=True),
+            multitask=multitask,
         )
         finished_before: set[uuid.UUID] = set()
     else:
@@ -233,7 +249,7 @@ def step_execute(request: Request, *, thread: Thread, text: str | None) -> Produ
             except RunNotPaused:
                 # It ended as we looked (its last stage had just finished): once more, as a
                 # task whose run has ended.
-                return step_execute(request, thread=thread, text=text)
+                return step_execute(request, thread=thread, text=text, multitask=multitask)
     return _step_answer(run=run, after_id=after_id, finished_before=finished_before)
 
 

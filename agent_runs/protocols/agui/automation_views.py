@@ -15,7 +15,7 @@ from agent_runs.agent_config import system_agents
 from agent_runs.authentication import request_user
 from agent_runs.errors import AutomationJobInvalid
 from agent_runs.json_input import NOT_BLANK_PATTERN, JsonBodyParser
-from agent_runs.models import AutomationJob, Run, Stage
+from agent_runs.models import AutomationJob, MultitaskStrategy, Run, Stage
 from agent_runs.protocols.agui.openapi import page_parameters
 from agent_runs.protocols.agui.pagination import (
     RUN_CURSOR,
@@ -45,7 +45,9 @@ JOB_ID = OpenApiParameter(
 _MULTITASK_HELP = (
     "What a due time does while the job's previous run is still queued, running or paused: "
     "`reject` skips it (the job's `lastOutcome` says why; `POST …/run` answers 409); "
-    "`enqueue` (default) queues the new run (behind the previous one on a `same` thread)."
+    "`enqueue` (default) queues the new run (behind the previous one on a `same` thread); "
+    "`interrupt` and `rollback` cancel the run holding a `same` thread's turn, as a new "
+    "message with that strategy does (docs/protocols/multitask.md)."
 )
 
 
@@ -66,7 +68,7 @@ class AutomationJobSerializer(serializers.Serializer):
     enabled = serializers.BooleanField()
     catchUp = serializers.ChoiceField(source="catch_up", choices=AutomationJob.CatchUp.choices)
     multitask = serializers.ChoiceField(
-        choices=AutomationJob.Multitask.choices, help_text=_MULTITASK_HELP
+        choices=MultitaskStrategy.choices, help_text=_MULTITASK_HELP
     )
     config = serializers.JSONField(
         help_text='Its runs\' tools and context: `{"enabled_tools": [...], "context": "..."}`, '
@@ -144,7 +146,7 @@ def automation_job_request_schema(*, partial: bool) -> dict[str, Any]:
         "threadPolicy": {"enum": AutomationJob.ThreadPolicy.values},
         "enabled": {"type": "boolean"},
         "catchUp": {"enum": AutomationJob.CatchUp.values},
-        "multitask": {"enum": AutomationJob.Multitask.values, "description": _MULTITASK_HELP},
+        "multitask": {"enum": MultitaskStrategy.values, "description": _MULTITASK_HELP},
         "config": {
             "description": 'Its runs\' tools and context: `{"enabled_tools": [...], "context": '
             '"..."}` for every stage, or per stage under its name (`router` and `worker`, '
@@ -188,7 +190,7 @@ class AutomationJobInputSerializer(serializers.Serializer):
         source="catch_up", required=False, choices=AutomationJob.CatchUp.choices
     )
     multitask = serializers.ChoiceField(
-        required=False, choices=AutomationJob.Multitask.choices, help_text=_MULTITASK_HELP
+        required=False, choices=MultitaskStrategy.choices, help_text=_MULTITASK_HELP
     )
     config = serializers.JSONField(required=False)
 

@@ -101,10 +101,10 @@ _RUN_ERRORS = {
         413,
         415,
         422,
-        e400="Malformed JSON, or a bad `on_disconnect`",
+        e400="Malformed JSON, or a bad `on_disconnect` or `multitask`",
         e404="The thread is another user's",
-        e409="The runId is the thread's already, with another body; or the new user "
-        "message's id is",
+        e409="The runId is the thread's already, with another body; the new user "
+        "message's id is; or the thread is busy and the strategy is `reject`",
         e413="A body over the size limit",
         e422="A RunAgentInput that breaks a validation rule",
     ),
@@ -118,6 +118,23 @@ _ON_DISCONNECT = OpenApiParameter(
     enum=["cancel", "continue"],
     description="When the events are streamed: whether a client that goes away cancels the "
     "run (`cancel`, the default) or leaves it running.",
+)
+_STRATEGIES = ["reject", "enqueue", "interrupt", "rollback"]
+_MULTITASK = OpenApiParameter(
+    "multitask",
+    str,
+    enum=_STRATEGIES,
+    description="What the run does when its thread is busy (docs/protocols/multitask.md): "
+    "`reject` (409), `enqueue` (the default: after the thread's runs), `interrupt` (the "
+    "running run is cancelled, this one goes next) or `rollback` (as interrupt, and the "
+    "cancelled run's messages leave the conversation).",
+)
+_MULTITASK_HEADER = OpenApiParameter(
+    "X-Multitask-Strategy",
+    str,
+    OpenApiParameter.HEADER,
+    enum=_STRATEGIES,
+    description="The same as `multitask`, as a header (the query parameter wins).",
 )
 
 # The run endpoints' ``threadId`` query, for a runId the caller used in several threads.
@@ -174,7 +191,7 @@ def _run_start(
         description=description,
         tags=["runs"],
         request=request,
-        parameters=[_NO_FORMAT, _ON_DISCONNECT],
+        parameters=[_NO_FORMAT, _ON_DISCONNECT, _MULTITASK, _MULTITASK_HEADER],
         responses={
             (202, "application/json"): _ACCEPTED,
             (200, "text/event-stream"): _STREAMED,

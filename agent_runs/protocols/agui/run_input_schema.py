@@ -14,6 +14,7 @@ conversation endpoint's body, described by its model).
 
 from typing import Any
 
+from agent_runs.agent_config import MCP_TOOL_PREFIX
 from agent_runs.json_input import MAX_JSON_DEPTH, NOT_BLANK_PATTERN
 from agent_runs.protocols.agui.parsing import (
     MAX_ATTACHMENTS_PER_MESSAGE,
@@ -143,6 +144,8 @@ def run_create_request_schema() -> dict[str, Any]:
         "allOf": [
             _ref("Tool"),
             {"properties": {"name": {"not": {"enum": client_tool_names_taken()}}}},
+            # Nor the prefix of MCP servers' tools.
+            {"properties": {"name": {"not": {"pattern": f"^{MCP_TOOL_PREFIX}"}}}},
         ]
     }
     run_id = {

@@ -30,6 +30,7 @@ from agent_runs.protocols.agui.parsing import (
 )
 from agent_runs.protocols.agui.schemas import task_accepted_response
 from agent_runs.protocols.agui.stream import run_event_stream
+from agent_runs.run_input import multitask_parse
 from agent_runs.selectors.runs import run_get_for_user, thread_get_for_user
 from agent_runs.services.lifecycle import run_cancel
 from agent_runs.services.runs import run_create
@@ -64,6 +65,7 @@ class _RunStartApi(APIView):
     def post(self, request: Request) -> HttpResponseBase:
         streams = request.accepted_renderer.media_type == EventStreamRenderer.media_type
         cancel_on_disconnect = _cancel_on_disconnect(request) if streams else False
+        multitask = _multitask(request)
         body = _read_body(request, self.max_payload_bytes)
         try:
             raw = decode_json_body(body)
@@ -73,7 +75,10 @@ class _RunStartApi(APIView):
         # IsAuthenticated has already refused anonymous callers.
         user = cast(AbstractBaseUser, request.user)
         run = run_create(
-            user=user, run_input=turn.run_input, earlier_message_ids=turn.earlier_message_ids
+            user=user,
+            run_input=turn.run_input,
+            earlier_message_ids=turn.earlier_message_ids,
+            multitask=multitask,
         )
         if not streams:
             response = task_accepted_response(run=run)
@@ -142,6 +147,18 @@ def _cancel_on_disconnect(request: Request) -> bool:
     if value not in ("cancel", "continue"):
         raise OnDisconnectInvalid()
     return value == "cancel"
+
+
+def _multitask(request: Request) -> str | None:
+    """What the run does when its thread is busy (docs/protocols/multitask.md): the query
+    parameter ``multitask``, else the header ``X-Multitask-Strategy``; neither: the
+    endpoint's default (``enqueue``)."""
+    query = request.query_params.get("multitask")
+    if query is not None:
+        return multitask_parse(query, field="multitask")
+    return multitask_parse(
+        request.headers.get("X-Multitask-Strategy"), field="X-Multitask-Strategy"
+    )
 
 
 def _read_body(request: Request, max_bytes: int) -> bytes:

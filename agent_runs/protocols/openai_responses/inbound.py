@@ -19,9 +19,16 @@ from pydantic import (
     ValidationError,
 )
 
+from agent_runs.errors import MultitaskInvalid
 from agent_runs.json_input import NOT_BLANK_PATTERN
 from agent_runs.protocols.openai_responses.errors import ResponsesError
-from agent_runs.run_input import ForwardedProps, InputMessage, ResumeEntry, RunAgentInput
+from agent_runs.run_input import (
+    ForwardedProps,
+    InputMessage,
+    ResumeEntry,
+    RunAgentInput,
+    multitask_parse,
+)
 
 MAX_INPUT_CHARS = 100_000
 # OpenAI's limits on ``metadata``: 16 pairs, keys of 64 characters, values of 512.
@@ -170,6 +177,12 @@ class ResponseCreate(BaseModel):
     tools: list[Any] | None = None
 
     @property
+    def multitask(self) -> str | None:
+        """``metadata.multitask``: what the response does when its conversation is busy
+        (docs/protocols/multitask.md); ``response_create_parse`` has checked it."""
+        return multitask_parse((self.metadata or {}).get("multitask"), field="metadata.multitask")
+
+    @property
     def conversation_id(self) -> str | None:
         if isinstance(self.conversation, ConversationRef):
             return self.conversation.id
@@ -259,6 +272,15 @@ def _body_check(body: ResponseCreate) -> None:
             param="metadata",
             code="invalid_value",
         )
+    _multitask_check(metadata)
+
+
+def _multitask_check(metadata: dict[str, str]) -> None:
+    """``metadata.multitask``, when given, names a strategy (docs/protocols/multitask.md)."""
+    try:
+        multitask_parse(metadata.get("multitask"), field="metadata.multitask")
+    except MultitaskInvalid as exc:
+        raise ResponsesError(str(exc), param="metadata.multitask", code="invalid_value") from None
 
 
 def _message_check(body: ResponseCreate) -> None:

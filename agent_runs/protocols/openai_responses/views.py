@@ -254,6 +254,7 @@ def _turn_create(request: Request, body: ResponseCreate) -> tuple[Run, int]:
                 request=response_request(body, previous_response_id=body.previous_response_id),
                 turn=turn,
             ),
+            multitask=body.multitask,
         )
     except Http404:  # a conversation named by the UUID of someone else's thread
         raise ConversationNotFound(str(body.conversation_id)) from None

@@ -74,6 +74,14 @@ def test_a_changed_schedule_moves_the_next_run(alice):
         ({"config": {"enabled_tools": ["rm_rf"]}}, "invalid config: router stage: unknown tools"),
         ({"config": {"tools": []}}, "invalid config: router stage: tools: Extra inputs"),
         ({"cron": "* * * * *"}, "invalid cron: unknown field"),
+        (
+            {"config": {"mcp_servers": [{"name": "mine", "url": "https://example.com/mcp"}]}},
+            "invalid config: mcp_servers are configured by staff only",
+        ),
+        (
+            {"config": {"router": {}, "worker": {"mcp_servers": []}}},
+            "invalid config: mcp_servers are configured by staff only",
+        ),
         ({"config": {"worker": {}}}, "invalid config: router stage: worker: Extra inputs"),
         ({"prompt": "hi\u0000"}, None),
     ],
