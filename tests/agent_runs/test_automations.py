@@ -355,3 +355,22 @@ def test_a_jobs_runs_are_its_owners_and_a_shared_jobs_those_of_users_without_the
 
     assert [run.run_id for run in automation_job_runs(job=own)] == [alices]
     assert [run.run_id for run in automation_job_runs(job=shared)] == [bobs]
+
+
+@pytest.mark.django_db
+def test_an_interrupting_same_thread_job_cancels_the_run_holding_its_thread(
+    alice_user, redis_queue
+):
+    job_of(
+        alice_user,
+        now=at(2026, 1, 5, 5, 30),
+        schedule="0 * * * *",
+        thread_policy=AutomationJob.ThreadPolicy.SAME,
+        multitask=MultitaskStrategy.INTERRUPT,
+    )
+    assert fire(at(2026, 1, 5, 6, 0, 5)) == 1
+    assert fire(at(2026, 1, 5, 7, 0, 5)) == 1
+    first, second = Run.objects.order_by("created_at")
+    assert first.status == Run.Status.CANCELLED
+    assert (second.status, second.multitask) == (Run.Status.QUEUED, "interrupt")
+    assert first.thread_id == second.thread_id
