@@ -15,11 +15,11 @@ from urllib.parse import urlsplit
 import yaml
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
-from django.db.models import F, Q
+from django.db.models import F, Q, Subquery
 from django.utils.module_loading import import_string
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
 
-from agent_runs.models import AutomationJob, Run, Stage
+from agent_runs.models import AutomationJob, Run, Stage, Thread
 
 BUILT_IN_TOOLS = ("calendar_create", "calendar_list", "calendar_update", "calendar_delete")
 
@@ -238,7 +238,9 @@ def automation_job_get(*, name: str, owner_id: Any) -> AutomationJob | None:
 
 
 def _automation_job(run: Run) -> AutomationJob:
-    job = automation_job_get(name=run.automation_job, owner_id=run.thread.owner_id)
+    # The run's owner, read in the same query (a run being checked may have no thread yet).
+    owner = Thread.objects.filter(pk=run.thread_id).values("owner_id")[:1]
+    job = automation_job_get(name=run.automation_job, owner_id=Subquery(owner))
     if job is None:  # deleted since the run was accepted
         raise ImproperlyConfigured(f"no automation job named {run.automation_job!r}")
     return job
