@@ -3,9 +3,11 @@ run's page shows it as a timeline (agent_runs/timeline/, docs/admin.md) above it
 events."""
 
 import json
+from copy import copy
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
+from zoneinfo import ZoneInfo
 
 from django import forms
 from django.contrib import admin, messages
@@ -14,11 +16,11 @@ from django.db.models import QuerySet
 from django.forms.models import BaseInlineFormSet
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
-from django.urls import URLPattern, path
+from django.urls import URLPattern, path, reverse
 from django.utils import timezone
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 
-from agent_runs.errors import PushUrlRefused
+from agent_runs.errors import AutomationJobInvalid, PushUrlRefused
 from agent_runs.models import (
     ApiToken,
     AutomationJob,
@@ -33,11 +35,18 @@ from agent_runs.models import (
     UserMemory,
     UserProfile,
 )
+from agent_runs.selectors.automations import automation_job_next_times, automation_job_runs
+from agent_runs.services.automations import (
+    automation_job_check,
+    automation_job_run,
+    automation_job_save,
+)
 from agent_runs.services.push import push_deliveries_retry, push_url_check
 from agent_runs.services.tokens import api_tokens_revoke
 from agent_runs.services.webhooks import user_webhook_set
 from agent_runs.timeline import InterruptRecord, timeline_build
 from billing import selectors as billing_selectors
+from config.errors import DomainError
 
 
 class ReadOnlyAdminMixin:
@@ -106,12 +115,7 @@ class RunAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     # Status and date first after the run, and the long ids cut short (whole in their
     # tooltip), so that both show at a laptop's width (1280 px) beside the filters.
     list_display = (
-        "run",
-        "status",
-        "created_at",
-        "duration",
-        "runtime_mode",
-        "owner",
+        *("run", "status", "created_at", "duration", "runtime_mode", "job", "owner"),
         "thread_id",
     )
     list_display_links = ("run",)
@@ -122,7 +126,7 @@ class RunAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         ("created_at", admin.DateFieldListFilter),
         "thread__owner",
     )
-    search_fields = ("run_id", "=thread__id", "=task_id", "parent_run_id")
+    search_fields = ("run_id", "=thread__id", "=task_id", "parent_run_id", "=automation_job")
     list_select_related = ("thread__owner",)
     date_hierarchy = "created_at"
     # The cost is in the timeline's header, from the records the timeline reads.
@@ -154,6 +158,10 @@ class RunAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
             shown,
             "its messages left the conversation (multitask rollback)",
         )
+
+    @admin.display(description="automation job", ordering="automation_job")
+    def job(self, run: Run) -> str:
+        return _shortened(run.automation_job, 20) if run.automation_job else "-"
 
     @admin.display(ordering="thread__owner__username")
     def owner(self, run: Run) -> str:
@@ -365,14 +373,115 @@ class CalendarEventAdmin(admin.ModelAdmin):
     list_select_related = ("owner", "run")
 
 
+class AutomationJobForm(forms.ModelForm):
+    """The job's rules (a valid cron expression and IANA timezone, a prompt and an owner for
+    a schedule, a valid config) as the API checks them, each error at its field."""
+
+    class Meta:
+        model = AutomationJob
+        fields = (
+            *("owner", "name", "description", "schedule", "timezone", "prompt"),
+            *("thread_policy", "enabled", "catch_up", "multitask", "config"),
+        )
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        if self.errors:
+            return cleaned
+        job = copy(self.instance)
+        for name, value in cleaned.items():
+            setattr(job, name, value)
+        try:
+            automation_job_check(job)
+        except AutomationJobInvalid as invalid:
+            self.add_error(invalid.field if invalid.field in self.fields else None, str(invalid))
+        else:
+            cleaned["schedule"] = job.schedule
+        return cleaned
+
+
 @admin.register(AutomationJob)
 class AutomationJobAdmin(admin.ModelAdmin):
     """``config``: ``{"enabled_tools": [...], "mcp_servers": [...], "context": "..."}``, for
     every stage or per stage under its name (``{"worker": {...}}``). Its list links to the
-    MCP servers page: every server the agent configs name, with its tools."""
+    MCP servers page: every server the agent configs name, with its tools. A job with an
+    owner may run on a schedule (docs/automations.md): its next run times are shown, ``Run
+    now`` runs it at once, and its page lists its latest runs."""
 
-    list_display = ("name", "description", "updated_at")
-    search_fields = ("name", "description")
+    form = AutomationJobForm
+    list_display = (
+        *("name", "owner", "schedule", "timezone", "enabled", "next_run_at"),
+        *("last_outcome", "last_outcome_at"),
+    )
+    list_filter = ("enabled", "thread_policy", "catch_up", "multitask")
+    search_fields = ("name", "description", "owner__username")
+    list_select_related = ("owner",)
+    raw_id_fields = ("owner",)
+    readonly_fields = (
+        *("next_run_times", "thread", "last_run", "last_outcome", "last_outcome_at"),
+        "run_history",
+    )
+    actions = ("run_now",)
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        # Its runs name it: the name of a saved job does not change.
+        fields = super().get_readonly_fields(request, obj)
+        return (*fields, "name") if obj is not None else fields
+
+    def save_model(self, request: HttpRequest, obj: AutomationJob, form: Any, change: bool) -> None:
+        automation_job_save(job=obj)
+
+    @admin.display(description="next run times")
+    def next_run_times(self, job: AutomationJob) -> str:
+        times = automation_job_next_times(job=job, count=5)
+        if not times:
+            return "none (no schedule, or disabled)"
+        zone = ZoneInfo(job.timezone)
+        return format_html_join(
+            "",
+            "<div>{} ({} UTC)</div>",
+            ((f"{at.astimezone(zone):%Y-%m-%d %H:%M %Z}", f"{at:%Y-%m-%d %H:%M}") for at in times),
+        )
+
+    @admin.display(description="latest runs")
+    def run_history(self, job: AutomationJob) -> str:
+        runs = list(automation_job_runs(job=job).order_by("-created_at", "-pk")[:20])
+        if not runs:
+            return "no runs yet"
+        rows = format_html_join(
+            "",
+            '<tr><td><a href="{}">{}</a></td><td>{}</td><td>{}</td><td>{}</td></tr>',
+            (
+                (
+                    reverse("admin:agent_runs_run_change", args=[run.pk]),
+                    run.run_id,
+                    run.status,
+                    f"{run.created_at:%Y-%m-%d %H:%M:%S}",
+                    run.thread.owner.get_username(),
+                )
+                for run in runs
+            ),
+        )
+        everything = reverse("admin:agent_runs_run_changelist")
+        return format_html(
+            "<table><tr><th>run</th><th>status</th><th>created</th><th>owner</th></tr>{}"
+            '</table><a href="{}?q={}">all its runs</a>',
+            rows,
+            everything,
+            job.name,
+        )
+
+    @admin.action(description="Run now", permissions=["change"])
+    def run_now(self, request: HttpRequest, queryset: Any) -> None:
+        for job in queryset:
+            try:
+                run = automation_job_run(job=job)
+            except DomainError as refused:
+                self.message_user(request, f"Job {job.name}: {refused}", messages.ERROR)
+            else:
+                self.message_user(
+                    request, f"Run {run.run_id} of job {job.name} queued.", messages.SUCCESS
+                )
 
     def get_urls(self) -> list[URLPattern]:
         page = self.admin_site.admin_view(self.mcp_servers_view)

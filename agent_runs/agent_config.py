@@ -15,10 +15,11 @@ from urllib.parse import urlsplit
 import yaml
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
+from django.db.models import F, Q, Subquery
 from django.utils.module_loading import import_string
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
 
-from agent_runs.models import AutomationJob, Run
+from agent_runs.models import AutomationJob, Run, Stage, Thread
 
 BUILT_IN_TOOLS = ("calendar_create", "calendar_list", "calendar_update", "calendar_delete")
 
@@ -188,12 +189,34 @@ def stage_config(*, run: Run, stage: str) -> StageConfig:
     if run.runtime_mode == Run.RuntimeMode.AUTOMATION:
         job = _automation_job(run)
         try:
-            config = StageConfig.model_validate(job.config.get(stage, job.config))
-            config.check_tools(system_agents().known_tools)
-            return config
+            return _automation_stage(job.config, stage)
         except (ValidationError, ValueError) as exc:
             raise ImproperlyConfigured(f"automation job {job.name!r}: {exc}") from exc
     return system_agents().agents.get(stage, StageConfig())
+
+
+def _automation_stage(config: dict[str, Any], stage: str) -> StageConfig:
+    stage_config = StageConfig.model_validate(config.get(stage, config))
+    stage_config.check_tools(system_agents().known_tools)
+    return stage_config
+
+
+def automation_config_check(config: Any) -> None:
+    """``ValueError`` unless ``config`` gives every stage valid tools and context (for all
+    stages, or per stage under the stage's name), as its runs will read it."""
+    if not isinstance(config, dict):
+        raise ValueError("an object: enabled_tools and context, for all stages or per stage")
+    # The memory stage runs only when configured (``stage_enabled``).
+    stages = [stage for stage in Stage.values if stage != Stage.MEMORY or stage in config]
+    for stage in stages:
+        try:
+            _automation_stage(config, stage)
+        except ValidationError as exc:
+            problem = exc.errors()[0]
+            where = ".".join(str(part) for part in problem["loc"])
+            raise ValueError(f"{stage} stage: {where}: {problem['msg']}") from exc
+        except ValueError as exc:
+            raise ValueError(f"{stage} stage: {exc}") from exc
 
 
 def stage_enabled(*, run: Run, stage: str) -> bool:
@@ -205,13 +228,19 @@ def stage_enabled(*, run: Run, stage: str) -> bool:
     return stage in system_agents().agents
 
 
-def automation_job_get(*, name: str) -> AutomationJob | None:
-    """The automation job of this name, if there is one."""
-    return AutomationJob.objects.filter(name=name).first() if name else None
+def automation_job_get(*, name: str, owner_id: Any) -> AutomationJob | None:
+    """The automation job of this name a run of ``owner_id``'s names: the user's own, else a
+    shared one (no owner). Another user's job is never found."""
+    if not name:
+        return None
+    jobs = AutomationJob.objects.filter(Q(owner_id=owner_id) | Q(owner__isnull=True), name=name)
+    return jobs.order_by(F("owner_id").asc(nulls_last=True)).first()
 
 
 def _automation_job(run: Run) -> AutomationJob:
-    job = automation_job_get(name=run.automation_job)
+    # The run's owner, read in the same query (a run being checked may have no thread yet).
+    owner = Thread.objects.filter(pk=run.thread_id).values("owner_id")[:1]
+    job = automation_job_get(name=run.automation_job, owner_id=Subquery(owner))
     if job is None:  # deleted since the run was accepted
         raise ImproperlyConfigured(f"no automation job named {run.automation_job!r}")
     return job

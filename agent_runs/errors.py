@@ -304,6 +304,39 @@ class InterruptNotAnApproval(DomainError):
         )
 
 
+class AutomationJobInvalid(DomainError):
+    """An automation job's field breaks its rule (docs/automations.md); the message names the
+    field (``invalid schedule: …``)."""
+
+    code = "invalid_input"
+    status = 422
+
+    def __init__(self, field: str, problem: str) -> None:
+        super().__init__(f"invalid {field}: {problem}")
+        self.field = field
+
+
+class AutomationJobBusy(DomainError):
+    """A job whose ``multitask`` is ``reject`` was asked to run while its previous run is
+    still queued, running or paused."""
+
+    code = "automation_job_busy"
+    status = 409
+
+    def __init__(self) -> None:
+        super().__init__("the job's previous run is still queued, running or paused")
+
+
+class AutomationJobNameTaken(DomainError):
+    """The owner has a job of this name already (a job's runs name it)."""
+
+    code = "automation_job_name_taken"
+    status = 409
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"a job named {json.dumps(name)} exists already")
+
+
 class MultitaskInvalid(DomainError):
     """A request names a multitask strategy (what a new run does on a busy thread) that is
     not one of ``MultitaskStrategy``'s."""

@@ -140,6 +140,9 @@ if AGENT_RUN_HEARTBEAT_SECONDS >= AGENT_RUN_STALE_SECONDS:
         "AGENT_RUN_HEARTBEAT_SECONDS must be shorter than AGENT_RUN_STALE_SECONDS, or every "
         "long run would look dead"
     )
+# Automation jobs (docs/automations.md): a due time the workers' sweep reaches later than
+# this is missed, and makes a run only for a job whose catch-up is ``once``.
+AUTOMATION_MISSED_AFTER_SECONDS = env_int("AUTOMATION_MISSED_AFTER_SECONDS", 300, minimum=60)
 RQ_QUEUES = {
     AGENT_RUNS_QUEUE: {"URL": REDIS_URL, "DEFAULT_TIMEOUT": AGENT_RUN_JOB_TIMEOUT},
 }

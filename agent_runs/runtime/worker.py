@@ -61,6 +61,7 @@ from agent_runs.runtime.host import Ending, HeldJob, RunHost
 from agent_runs.runtime.openai_compatible import provider_clients_close
 from agent_runs.runtime.sdk_models import sdk_clients_close
 from agent_runs.runtime.tracing import worker_tracing_start
+from agent_runs.services.automations import automations_fire_due
 from agent_runs.services.interrupts import interrupts_expire
 from agent_runs.services.lifecycle import runs_heartbeat, runs_recover
 from agent_runs.services.push import push_deliveries_enqueue_due
@@ -345,10 +346,11 @@ class RunWorker(SimpleWorker):
         self._recover()
 
     def _recover(self) -> None:
-        """The sweeps: lost runs, expired interrupts, due push deliveries. A sweep comes
-        after a quiet spell: on a connection the pool has checked (the one kept may have
-        died with a database restart); each that fails is the next sweep's, and the others
-        still run."""
+        """The sweeps: lost runs, expired interrupts, due push deliveries, due automation
+        jobs (docs/automations.md: each due time makes one run, whichever worker fires it).
+        A sweep comes after a quiet spell: on a connection the pool has checked (the one kept
+        may have died with a database restart); each that fails is the next sweep's, and the
+        others still run."""
         close_old_connections()
         recovered = _sweep("lost runs", runs_recover)
         if recovered is not None and any(recovered):
@@ -359,6 +361,9 @@ class RunWorker(SimpleWorker):
         pushes = _sweep("due push deliveries", push_deliveries_enqueue_due)
         if pushes:
             logger.info("push deliveries due: %d enqueued", pushes)
+        fired = _sweep("due automation jobs", automations_fire_due)
+        if fired:
+            logger.info("automation jobs fired: %d runs made", fired)
 
 
 def _sweep(what: str, sweep: Callable[[], T]) -> T | None:

@@ -86,7 +86,13 @@ def thread_detail_get_for_user(*, user: AbstractBaseUser, thread_id: uuid.UUID) 
 def runs_page_of_thread(*, thread: Thread, after: RunPosition | None, limit: int) -> Page[Run]:
     """The thread's runs, newest first (``created_at``, then pk), after ``after``; each with
     its ``error_code`` annotated."""
-    runs = with_error_code(Run.objects.filter(thread=thread))
+    return runs_page(runs=Run.objects.filter(thread=thread), after=after, limit=limit)
+
+
+def runs_page(*, runs: QuerySet[Run], after: RunPosition | None, limit: int) -> Page[Run]:
+    """A page of ``runs``, newest first (``created_at``, then pk), after ``after``; each with
+    its ``error_code`` annotated."""
+    runs = with_error_code(runs)
     if after is not None:
         runs = runs.filter(
             Q(created_at__lt=after.created_at) | Q(created_at=after.created_at, pk__lt=after.pk)
@@ -117,7 +123,7 @@ def _with_latest_run(threads: QuerySet[Thread]) -> QuerySet[Thread]:
         title=Subquery(first_said.values(text=Left("content", TITLE_MAX_CHARS))[:1]),
         **{
             f"latest_run_{field}": Subquery(latest.values(field)[:1])
-            for field in ("run_id", "status", "created_at", "finished_at")
+            for field in ("run_id", "status", "created_at", "finished_at", "automation_job")
         },
     )
 

@@ -127,7 +127,7 @@ def run_create(
     images = _binary_blocks_resolve(user=user, snapshot=snapshot)
     automation_job = ""
     if run_input.forwarded_props.runtime_mode == Run.RuntimeMode.AUTOMATION:
-        automation_job = _automation_job_check(run_input)
+        automation_job = _automation_job_check(user=user, run_input=run_input)
     draft = _RunDraft(
         run_input=run_input,
         snapshot=snapshot,
@@ -506,10 +506,11 @@ def _client_tools_check(run_input: RunAgentInput) -> None:
             raise ToolNameTaken(tool.name)
 
 
-def _automation_job_check(run_input: RunAgentInput) -> str:
-    """The automation job an ``automation`` run names; one that does not exist is a 422."""
+def _automation_job_check(*, user: AbstractBaseUser, run_input: RunAgentInput) -> str:
+    """The automation job an ``automation`` run names (the user's own, or a shared one); one
+    that does not exist is a 422."""
     name = run_input.automation_job
-    if automation_job_get(name=name) is None:
+    if automation_job_get(name=name, owner_id=user.pk) is None:
         raise RunInputInvalid(
             "invalid RunAgentInput.context: an automation run names an existing job as "
             '{"description": "automation_job", "value": "<job name>"}'

@@ -8,7 +8,8 @@ queued (no worker runs here).
 
 What the server issued or holds, the schema names by a format or a media type, generated
 here from the real thing: an image's signed URL (``attachment-url``), an automation job's
-name (``automation-job``), an uploaded image's bytes (``image/png``…). A few rules no JSON
+name (``automation-job``), an uploaded image's bytes (``image/png``…); and an automation
+job's schedule (``cron-expression``), from a few real ones. A few rules no JSON
 Schema can state (``BEYOND_ANY_SCHEMA``) are said in the schema's words; a request that
 breaks one is checked as any other but for its acceptance (each protocol's own tests send
 them).
@@ -37,6 +38,7 @@ from schemathesis.specs.openapi.checks import positive_data_acceptance
 from schemathesis.specs.openapi.formats import unregister_string_format
 
 from agent_runs.models import AutomationJob, Run
+from agent_runs.protocols.agui.automation_views import CRON_FORMAT
 from agent_runs.protocols.agui.parsing import MAX_USER_TEXT_CHARS
 from agent_runs.protocols.agui.run_input_schema import ATTACHMENT_URL_FORMAT, AUTOMATION_JOB_FORMAT
 from agent_runs.protocols.openai_responses.inbound import MAX_INPUT_CHARS
@@ -118,11 +120,18 @@ def server_held_values(fuzzed_port: int, alice_token: str) -> Iterator[None]:
     jobs = [AutomationJob.objects.create(name=name).name for name in ("digest", "weekly-plan")]
     schemathesis.openapi.format(ATTACHMENT_URL_FORMAT, st.sampled_from(urls))
     schemathesis.openapi.format(AUTOMATION_JOB_FORMAT, st.sampled_from(jobs))
+    schemathesis.openapi.format(CRON_FORMAT, st.sampled_from(CRON_EXPRESSIONS))
     for kind in IMAGE_KINDS:
         schemathesis.openapi.media_type(kind.mime_type, images(kind.pillow_format))
     yield
     unregister_string_format(ATTACHMENT_URL_FORMAT)
     unregister_string_format(AUTOMATION_JOB_FORMAT)
+    unregister_string_format(CRON_FORMAT)
+
+
+# An automation job's schedule (``cron-expression``): what a cron expression is, the schema
+# says in words (croniter parses it).
+CRON_EXPRESSIONS = ["", "0 9 * * *", "*/15 * * * 1-5", "30 2 1 * *", "0 0 29 2 *"]
 
 
 def images(image_format: str) -> st.SearchStrategy[bytes]:

@@ -558,3 +558,25 @@ def test_every_form_control_has_an_accessible_name(
     # A tool card, suggested actions, a preview's remove button, the composer, the drawer.
     assert page.locator("button, input, textarea, summary").count() >= 12
     assert unnamed_controls(page) == []
+
+
+def test_a_thread_an_automation_job_made_names_the_job(
+    live: Live, alice_user: Any, context: BrowserContext
+) -> None:
+    from agent_runs.services.automations import automation_job_create, automations_fire_due
+
+    job = automation_job_create(
+        owner=alice_user,
+        name="morning-digest",
+        schedule="0 9 * * *",
+        timezone="Europe/Berlin",
+        prompt="Summarise my day",
+    )
+    assert job.next_run_at is not None
+    assert automations_fire_due(now=job.next_run_at) == 1
+    wait_for(lambda: latest_run(thread__owner=alice_user).status == Run.Status.COMPLETED)
+
+    page = signed_in(context, live)
+    item = page.locator(".thread-button").first
+    expect(item.locator(".thread-title")).to_have_text("Summarise my day")
+    expect(item.locator(".thread-job")).to_have_text("job morning-digest")

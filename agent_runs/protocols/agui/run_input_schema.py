@@ -30,7 +30,7 @@ from agent_runs.services.runs import client_tool_names_taken
 
 # A signed URL this service issued for an image of the caller's, not expired.
 ATTACHMENT_URL_FORMAT = "attachment-url"
-# The name of an automation job configured on this server.
+# The name of an automation job the caller may run: its own, or a shared one (no owner).
 AUTOMATION_JOB_FORMAT = "automation-job"
 
 

@@ -20,6 +20,9 @@ class LatestRunSerializer(serializers.Serializer):
     status = serializers.ChoiceField(choices=Run.Status.choices)
     createdAt = serializers.DateTimeField()
     finishedAt = serializers.DateTimeField(allow_null=True)
+    automationJob = serializers.CharField(
+        allow_null=True, help_text="The automation job it ran (docs/automations.md); null: a chat."
+    )
 
 
 class ThreadSerializer(serializers.Serializer):
@@ -45,6 +48,7 @@ class ThreadSerializer(serializers.Serializer):
             "status": thread.latest_run_status,  # type: ignore[attr-defined]
             "createdAt": _iso(thread.latest_run_created_at),  # type: ignore[attr-defined]
             "finishedAt": _iso(thread.latest_run_finished_at),  # type: ignore[attr-defined]
+            "automationJob": thread.latest_run_automation_job or None,  # type: ignore[attr-defined]
         }
 
 
@@ -72,6 +76,14 @@ class RunSerializer(serializers.Serializer):
     startedAt = serializers.DateTimeField(source="started_at", allow_null=True)
     finishedAt = serializers.DateTimeField(source="finished_at", allow_null=True)
     errorCode = serializers.CharField(source="error_code", allow_null=True)
+    automationJob = serializers.SerializerMethodField(
+        method_name="automation_job",
+        help_text="The automation job the run ran (docs/automations.md); null: a chat run.",
+    )
+
+    @extend_schema_field(serializers.CharField(allow_null=True))
+    def automation_job(self, run: Run) -> str | None:
+        return run.automation_job or None
 
     @extend_schema_field(serializers.CharField(allow_null=True))
     def parent_run_id(self, run: Run) -> str | None:

@@ -1,9 +1,15 @@
-"""The threads-and-runs REST routes, the interrupts' list and the caller's API keys (mounted
-at api/v1/agent/ by agent_runs/urls.py). GET runs/<run_id> sits beside urls.py's POST runs
-and runs/<run_id>/cancel: no path is both."""
+"""The threads-and-runs REST routes, the interrupts' list, the caller's API keys and automation
+jobs (mounted at api/v1/agent/ by agent_runs/urls.py). GET runs/<run_id> sits beside urls.py's
+POST runs and runs/<run_id>/cancel: no path is both."""
 
 from django.urls import path
 
+from agent_runs.protocols.agui.automation_views import (
+    AutomationJobDetailApi,
+    AutomationJobListApi,
+    AutomationJobRunApi,
+    AutomationJobRunListApi,
+)
 from agent_runs.protocols.agui.key_views import ApiKeyListApi
 from agent_runs.protocols.agui.thread_views import (
     InterruptDetailApi,
@@ -22,4 +28,12 @@ urlpatterns = [
     path("interrupts", InterruptListApi.as_view(), name="interrupt-list"),
     path("interrupts/<str:interrupt_id>", InterruptDetailApi.as_view(), name="interrupt-detail"),
     path("keys", ApiKeyListApi.as_view(), name="key-list"),
+    path("automations", AutomationJobListApi.as_view(), name="automation-list"),
+    path("automations/<str:job_id>", AutomationJobDetailApi.as_view(), name="automation-detail"),
+    path("automations/<str:job_id>/run", AutomationJobRunApi.as_view(), name="automation-run"),
+    path(
+        "automations/<str:job_id>/runs",
+        AutomationJobRunListApi.as_view(),
+        name="automation-run-list",
+    ),
 ]

@@ -14,10 +14,9 @@ from rest_framework.views import APIView
 from agent_runs.authentication import request_user
 from agent_runs.json_input import JsonBodyParser
 from agent_runs.models import Interrupt
-from agent_runs.protocols.agui.openapi import THREAD_ID_QUERY
+from agent_runs.protocols.agui.openapi import THREAD_ID_QUERY, page_parameters
 from agent_runs.protocols.agui.pagination import (
     INTERRUPT_CURSOR,
-    MAX_LIMIT,
     RUN_CURSOR,
     THREAD_CURSOR,
     PageQueryInvalid,
@@ -60,22 +59,6 @@ from agent_runs.services.threads import thread_delete
 from billing.selectors import run_usage_summary
 from config.openapi import error_responses
 
-
-def _page_parameters(cursor_pattern: str) -> list[OpenApiParameter]:
-    return [
-        OpenApiParameter(
-            "limit",
-            {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT},
-            description=f"Items per page, 1 to {MAX_LIMIT} (default 20).",
-        ),
-        OpenApiParameter(
-            "cursor",
-            {"type": "string", "pattern": cursor_pattern},
-            description="The `next` of the page before.",
-        ),
-    ]
-
-
 _PAGE_ERRORS = error_responses(400, 401, e400="A limit or cursor this API cannot read")
 _STATUSES = ", ".join(Interrupt.Status.values)
 
@@ -89,7 +72,7 @@ class ThreadListApi(APIView):
         summary="The caller's threads",
         description="Latest activity first: a message stored or a run ended. Keyset pages.",
         tags=["threads"],
-        parameters=_page_parameters(THREAD_CURSOR),
+        parameters=page_parameters(THREAD_CURSOR),
         responses={200: ThreadPageSerializer, **_PAGE_ERRORS},
     )
     def get(self, request: Request) -> Response:
@@ -141,7 +124,7 @@ class ThreadRunListApi(APIView):
         summary="A thread's runs",
         description="Newest first. Keyset pages.",
         tags=["threads"],
-        parameters=_page_parameters(RUN_CURSOR),
+        parameters=page_parameters(RUN_CURSOR),
         responses={200: RunPageSerializer, **_PAGE_ERRORS, **error_responses(404)},
     )
     def get(self, request: Request, thread_id: uuid.UUID) -> Response:
@@ -202,7 +185,7 @@ class InterruptListApi(APIView):
                 {"type": "string", "enum": Interrupt.Status.values},
                 description="Only the interrupts of this status (default `pending`).",
             ),
-            *_page_parameters(INTERRUPT_CURSOR),
+            *page_parameters(INTERRUPT_CURSOR),
         ],
         responses={
             200: InterruptPageSerializer,

@@ -154,6 +154,8 @@ function threadItem(thread) {
       "span",
       { className: "thread-meta" },
       el("time", { text: when.toLocaleDateString([], { month: "short", day: "numeric" }), attrs: { datetime: thread.updatedAt } }),
+      // A run an automation job made (docs/automations.md): the job's name.
+      thread.latestRun?.automationJob ? el("span", { className: "thread-job", text: `job ${thread.latestRun.automationJob}`, attrs: { title: "Made by this automation job" } }) : null,
       status ? el("span", { className: `thread-status thread-status-${thread.latestRun.status}`, text: status }) : null,
     ),
   );

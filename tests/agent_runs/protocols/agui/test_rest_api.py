@@ -82,6 +82,7 @@ def test_the_thread_list_shows_each_thread_with_its_latest_run(alice, bob, redis
         "status": "queued",
         "createdAt": run_2.created_at.isoformat().replace("+00:00", "Z"),
         "finishedAt": None,
+        "automationJob": None,
     }
 
 
@@ -196,8 +197,10 @@ def test_a_threads_runs_are_listed_newest_first_a_page_at_a_time(alice, redis_qu
         "startedAt",
         "finishedAt",
         "errorCode",
+        "automationJob",
     }
     assert runs[0]["status"] == "queued" and runs[0]["errorCode"] is None
+    assert runs[0]["automationJob"] is None
     assert runs[0]["parentRunId"] is None and runs[0]["runtimeMode"] == "chat"
 
 
