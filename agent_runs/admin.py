@@ -14,7 +14,7 @@ from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.forms.models import BaseInlineFormSet
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 from django.utils import timezone
@@ -478,6 +478,10 @@ class AutomationJobAdmin(admin.ModelAdmin):
                 run = automation_job_run(job=job)
             except DomainError as refused:
                 self.message_user(request, f"Job {job.name}: {refused}", messages.ERROR)
+            except Http404:  # its ``same`` thread has another owner now
+                self.message_user(
+                    request, f"Job {job.name}: its thread is not its owner's", messages.ERROR
+                )
             else:
                 self.message_user(
                     request, f"Run {run.run_id} of job {job.name} queued.", messages.SUCCESS

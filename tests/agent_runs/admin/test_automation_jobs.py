@@ -6,7 +6,7 @@ import datetime
 import pytest
 from django.contrib.auth import get_user_model
 
-from agent_runs.models import AutomationJob, Run
+from agent_runs.models import AutomationJob, Run, Thread
 from agent_runs.services.automations import automation_job_create, automations_fire_due
 from tests.conftest import send
 
@@ -75,6 +75,20 @@ def test_run_now_queues_a_run_shown_in_the_jobs_history(staff_client, job, redis
     runs = staff_client.get("/admin/agent_runs/run/", {"q": "digest"})
     assert runs.context["cl"].result_count == 2
     assert "digest" in runs.content.decode()  # the runs' list names their job
+
+
+def test_run_now_on_a_thread_its_owner_no_longer_has_is_an_error_not_a_500(staff_client, job):
+    stranger = get_user_model().objects.create_user(username="stranger")
+    AutomationJob.objects.filter(pk=job.pk).update(
+        thread_policy=AutomationJob.ThreadPolicy.SAME,
+        thread=Thread.objects.create(owner=stranger),
+    )
+    response = staff_client.post(
+        ADMIN, {"action": "run_now", "_selected_action": [str(job.pk)]}, follow=True
+    )
+    assert response.status_code == 200
+    assert "Job digest: its thread is not its owner&#x27;s" in response.content.decode()
+    assert not Run.objects.exists()
 
 
 def test_staff_create_a_job_with_its_first_due_time(staff_client, alice_user):
