@@ -116,6 +116,17 @@ class InternalServerError(ProviderStatusError):
     """5xx: retried."""
 
 
+# The one retry policy of every provider path (this lean one, the SDK models, LiteLLM): the
+# errors AgentScope retries, and those after which a structured output falls back to a
+# plain call.
+RETRYABLE_ERRORS: tuple[type[Exception], ...] = (
+    ProviderConnectionError,
+    RateLimitError,
+    InternalServerError,
+)
+STRUCTURED_OUTPUT_FALLBACK_ERRORS: tuple[type[Exception], ...] = (BadRequestError,)
+
+
 @dataclass(frozen=True)
 class Dialect:
     """What one provider's AgentScope model does differently on the same wire format."""
@@ -323,11 +334,11 @@ class OpenAICompatibleChatModel(ChatModelBase):
 
     @classmethod
     def _get_retryable_exceptions(cls) -> tuple[type[Exception], ...]:
-        return (ProviderConnectionError, RateLimitError, InternalServerError)
+        return RETRYABLE_ERRORS
 
     @classmethod
     def _get_structured_output_fallback_exceptions(cls) -> tuple[type[Exception], ...]:
-        return (BadRequestError,)
+        return STRUCTURED_OUTPUT_FALLBACK_ERRORS
 
     def _get_disable_thinking_kwargs(self) -> dict[str, Any]:
         return self.dialect.disable_thinking_kwargs

@@ -41,12 +41,11 @@ from agentscope.model import (
 
 from agent_runs.runtime.chat_models import ModelCall, UsageLog
 from agent_runs.runtime.openai_compatible import (
-    BadRequestError,
-    InternalServerError,
+    RETRYABLE_ERRORS,
+    STRUCTURED_OUTPUT_FALLBACK_ERRORS,
     ProviderConnectionError,
     ProviderError,
     ProviderTimeoutError,
-    RateLimitError,
     status_error,
 )
 
@@ -177,11 +176,11 @@ class RecordedSDKModel(ChatModelBase):
 
     @classmethod
     def _get_retryable_exceptions(cls) -> tuple[type[Exception], ...]:
-        return (ProviderConnectionError, RateLimitError, InternalServerError)
+        return RETRYABLE_ERRORS
 
     @classmethod
     def _get_structured_output_fallback_exceptions(cls) -> tuple[type[Exception], ...]:
-        return (BadRequestError,)
+        return STRUCTURED_OUTPUT_FALLBACK_ERRORS
 
     async def _call_api(self, *args: Any, **kwargs: Any) -> Any:
         if self.usage_log.before_call is not None:
