@@ -150,13 +150,26 @@ class RunEventEmitter:
         if self._failure is not None:
             raise self._failure
         if payload["type"] in TERMINAL_TYPES:
-            # Written here, on the caller's connection, after the rest (``emit`` checked):
-            # the caller may end the run in the same transaction (from a database thread).
-            self._pending = [payload]
+            # Written here, on the caller's connection, after the rest (``emit`` checked),
+            # with the events held for it: the caller may end the run in the same
+            # transaction (from a database thread).
+            self._pending.append(payload)
             self._write_pending()
             return
         self._handed.append(payload)
         journal_writer(loop).wake(self)
+
+    def emit_with_end(self, event: BaseEvent) -> None:
+        """Emit an event that is written with the run's terminal event, which the caller
+        emits next on the same thread (a database thread, in the transaction that ends the
+        run): the last stage's ``STEP_FINISHED``, in the transaction that records its step's
+        end. For an emitter on a loop, whose writes are flushed (``flush_async()``) first."""
+        if self._loop is None or self.writing:
+            raise RuntimeError("emit_with_end() is for a flushed emitter on a loop")
+        payload = encode_event(event)
+        self.sequence.check(payload)
+        self._measure(payload["type"])
+        self._pending.append(payload)
 
     @property
     def writing(self) -> bool:
@@ -186,6 +199,10 @@ class RunEventEmitter:
             return
         if self.writing:
             await journal_writer(self._loop).written(self)
+        await self.deferred_async()
+
+    async def deferred_async(self) -> None:
+        """Wait until every deferred task has run (the events may still be being written)."""
         while self._deferred:
             deferred, self._deferred = self._deferred, []
             await asyncio.gather(*deferred, return_exceptions=True)

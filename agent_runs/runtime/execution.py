@@ -7,6 +7,7 @@ import asyncio
 import logging
 import traceback
 import uuid
+from dataclasses import dataclass
 from functools import partial
 from typing import Any, TypeVar
 
@@ -53,6 +54,7 @@ from agent_runs.services.lifecycle import (
     run_fail,
     run_park,
 )
+from agent_runs.services.steps import StepBegin
 from billing import services as billing_services
 from billing.errors import BudgetExceeded
 
@@ -74,7 +76,7 @@ async def run_execute(*, run_pk: int) -> None:
     if started is None:
         logger.info("run %s is not claimable now (taken, finished or waiting its turn)", run_pk)
         return
-    run, emitter = started
+    run, emitter, opening = started
     assert emitter.claim_token is not None, "a job's emitter writes under its claim"
     claim_register(Claim(run_pk, emitter.claim_token))
     try:
@@ -84,7 +86,7 @@ async def run_execute(*, run_pk: int) -> None:
             tracing.run_span(run, job_id=_job_id()) as span,
         ):
             logger.info("run %s: claimed", run.pk)
-            ended = await _run_job(run, emitter)
+            ended = await _run_job(run, emitter, opening)
             tracing.run_span_ended(span, ended)
             _run_measure(run, ended=ended)
     finally:
@@ -96,11 +98,14 @@ def _job_id() -> str | None:
     return held.job_id if held is not None else None
 
 
-def _run_start(run_pk: int, loop: asyncio.AbstractEventLoop) -> tuple[Run, RunEventEmitter] | None:
-    """Claim the run and, once claimed, load it with its emitter (one transaction, on one
-    trip to a database thread). The claim and the read commit together or not at all, so
-    they are tried again on a new connection when the database cut the one they used (a
-    restart, a failover while the worker waited)."""
+def _run_start(
+    run_pk: int, loop: asyncio.AbstractEventLoop
+) -> tuple[Run, RunEventEmitter, "Opening | Exception"] | None:
+    """Claim the run and, once claimed, load it with its emitter, read what its stages
+    share and start its first stage's step: all on one trip to a database thread. The claim
+    and the run's read commit together or not at all, so they are tried again on a new
+    connection when the database cut the one they used (a restart, a failover while the
+    worker waited). What fails after the claim is the job's to fail the run with."""
     claimed = with_reconnect(partial(run_claim_and_load, run_pk=run_pk))
     if claimed is None:
         return None
@@ -114,16 +119,55 @@ def _run_start(run_pk: int, loop: asyncio.AbstractEventLoop) -> tuple[Run, RunEv
         claim_token=token,
         loop=loop,
     )
-    return run, emitter
+    opening: Opening | Exception
+    try:
+        opening = with_reconnect(partial(_run_open, run, emitter))
+    except Exception as exc:  # the job fails its run with it (``_run_pipeline``)
+        opening = exc
+    return run, emitter, opening
 
 
-async def _run_job(run: Run, emitter: RunEventEmitter) -> str | None:
+@dataclass
+class Opening:
+    """What a claimed run starts with: its turn, its stages, where it goes on from (a
+    parked run: its checkpoint), and the first of its stages to run (its step begun)."""
+
+    turn: RunTurn
+    stages: list[Stage]
+    checkpoint: "Checkpoint"
+    first: int
+
+
+def _run_open(run: Run, emitter: RunEventEmitter) -> Opening:
+    """The turn's reads, and the step of the stage the run starts (or goes on) with."""
+    turn, stages = _run_turn(run, emitter)
+    checkpoint = Checkpoint.model_validate(run.checkpoint or {})
+    if turn.held is not None and checkpoint.next == Stage.ROUTER:
+        # It goes on with the reply its interrupts held, as the router decided for it.
+        checkpoint.next = Stage.WORKER
+        checkpoint.decision = RouteDecision.model_validate(turn.held.decision)
+    # Where a parked run goes on (past the end: its memory stage was turned off meanwhile).
+    first = stages.index(checkpoint.next) if checkpoint.next in stages else len(stages)
+    if first < len(stages):
+        stage = stages[first]
+        if stage == Stage.MEMORY:
+            assert checkpoint.output is not None, "the worker answers before the memory"
+            step_input: Any = checkpoint.output.answer
+        else:
+            step_input = turn.user_message.content
+        turn.step_begin(StepBegin(stage=stage, input=step_input))
+    return Opening(turn=turn, stages=stages, checkpoint=checkpoint, first=first)
+
+
+async def _run_job(
+    run: Run, emitter: RunEventEmitter, opening: "Opening | Exception"
+) -> str | None:
     """The claimed run's pipeline; the status it ended with under this job (``None`` when it
     was parked, or ended by someone else in a way this job cannot tell)."""
     token = emitter.claim_token
     assert token is not None, "a job's emitter writes under its claim"
     try:
-        return Run.Status.COMPLETED if await _run_pipeline(run, emitter) else None
+        return Run.Status.COMPLETED if await _run_pipeline(run, emitter, opening) else None
     except RunNoLongerRunning:
         # Cancelled (or failed by the sweeper) while it ran: whoever ended the run ended its
         # journal; nothing more is this job's to write.
@@ -197,24 +241,20 @@ def _run_measure(run: Run, *, ended: str | None) -> None:
         logger.info("run %s %s after %.2f s", run.pk, ended, seconds)
 
 
-async def _run_pipeline(run: Run, emitter: RunEventEmitter) -> bool:
+async def _run_pipeline(run: Run, emitter: RunEventEmitter, opening: "Opening | Exception") -> bool:
     """The run's stages, then its end: ``True`` when it completed, ``False`` when it was
     parked (``RunNoLongerRunning`` when it was ended meanwhile)."""
     ids = {"thread_id": str(run.thread_id), "run_id": run.run_id}
-    checkpoint = Checkpoint.model_validate(run.checkpoint or {})
     if not emitter.started:
         emitter.emit(RunStartedEvent(**ids))
     elif run.checkpoint is not None:
-        emitter.emit(CustomEvent(name=RUN_RESUMED_EVENT, value={"next_stage": checkpoint.next}))
-    turn, stages = await db_retried(_run_turn, run, emitter)
-    if turn.held is not None and checkpoint.next == Stage.ROUTER:
-        # It goes on with the reply its interrupts held, as the router decided for it.
-        checkpoint.next = Stage.WORKER
-        checkpoint.decision = RouteDecision.model_validate(turn.held.decision)
-    # Where a parked run goes on (past the end: its memory stage was turned off meanwhile).
-    first = stages.index(checkpoint.next) if checkpoint.next in stages else len(stages)
+        resumed = Checkpoint.model_validate(run.checkpoint).next
+        emitter.emit(CustomEvent(name=RUN_RESUMED_EVENT, value={"next_stage": resumed}))
+    if isinstance(opening, Exception):
+        raise opening
+    turn, stages, checkpoint = opening.turn, opening.stages, opening.checkpoint
     for index, stage in enumerate(stages):
-        if index < first:
+        if index < opening.first:
             continue  # done before the run was parked
         checkpoint.next = stage
         if await _park_if_asked(turn, checkpoint, done=index):
@@ -224,11 +264,11 @@ async def _run_pipeline(run: Run, emitter: RunEventEmitter) -> bool:
         if stage == Stage.WORKER and checkpoint.output is None:
             break  # its reply waits on tool calls: the run ends here
     # Everything before the end is written first; the terminal event is written on the
-    # database thread that marks the run completed, in one transaction with it: a cancel
-    # that comes meanwhile finds the run completed, or its own RUN_ERROR is the run's only
-    # terminal event.
+    # database thread that marks the run completed, in one transaction with it (and with
+    # the last stage's step end): a cancel that comes meanwhile finds the run completed, or
+    # its own RUN_ERROR is the run's only terminal event.
     await emitter.flush_async()
-    await db(_run_finish, run, emitter, turn.claim_token)
+    await db(_run_finish, run, turn)
     return True
 
 
@@ -247,7 +287,7 @@ async def _stage_run(
 
 
 def _run_turn(run: Run, emitter: RunEventEmitter) -> tuple[RunTurn, list[Stage]]:
-    """What the stages share, read in one trip to a database thread, and the stages."""
+    """What the stages share, and the stages (on a database thread)."""
     turn = RunTurn.prepare(
         run=run,
         emitter=emitter,
@@ -256,13 +296,17 @@ def _run_turn(run: Run, emitter: RunEventEmitter) -> tuple[RunTurn, list[Stage]]
         ),
         store_usage=partial(_store_usage, run),
     )
-    return turn, pipeline_stages(run)
+    turn.stages = pipeline_stages(run)
+    return turn, turn.stages
 
 
-def _run_finish(run: Run, emitter: RunEventEmitter, claim_token: uuid.UUID) -> None:
+def _run_finish(run: Run, turn: RunTurn) -> None:
+    """The run completed: its last stage's step ended, its ``RUN_FINISHED`` written and the
+    run marked completed, in one transaction."""
     with transaction.atomic():
-        emitter.emit(RunFinishedEvent(thread_id=str(run.thread_id), run_id=run.run_id))
-        if not run_complete(run=run, claim_token=claim_token):
+        turn.step_closing()
+        turn.emitter.emit(RunFinishedEvent(thread_id=str(run.thread_id), run_id=run.run_id))
+        if not run_complete(run=run, claim_token=turn.claim_token):
             raise RunNoLongerRunning(run.pk)
 
 
@@ -294,10 +338,7 @@ async def _park_if_asked(turn: RunTurn, checkpoint: Checkpoint, *, done: int) ->
     and the job ends; ``RunNoLongerRunning`` when it was cancelled meanwhile."""
     run = turn.run
     asked = turn.control
-    if asked is None:
-        return False
-    budget = asked.step_budget
-    if not asked.pause_requested and (budget is None or done < budget):
+    if asked is None or not asked.parks_after(done):
         return False
     reason = "pause" if asked.pause_requested else "step"
     turn.emitter.emit(

@@ -39,6 +39,7 @@ from agentscope.message import (
 from agentscope.state import AgentState
 from agentscope.tool import ToolBase
 from django.conf import settings
+from django.db import transaction
 from pydantic import ValidationError
 
 from agent_runs.agent_config import StageConfig, stage_config
@@ -87,7 +88,14 @@ from agent_runs.selectors.profiles import user_locale, user_profile_settings
 from agent_runs.services.artifacts import ANSWER_FILE_NAME, agent_artifact_create
 from agent_runs.services.interrupts import HeldCall, approval_schema, run_suspend
 from agent_runs.services.messages import StageAnswer, ToolResult, run_stage_messages_store
-from agent_runs.services.steps import RunControl, agent_step_finish, agent_step_start
+from agent_runs.services.steps import (
+    RunControl,
+    StepBegin,
+    StepEnd,
+    agent_step_advance,
+    agent_step_finish,
+    agent_step_start,
+)
 from agent_runs.ui_schema import ui_schema_compile
 from attachments.selectors import attachment_get_for_user, attachment_read
 from billing import selectors as billing_selectors
@@ -144,6 +152,13 @@ class RunTurn:
     limits: Limits = field(default_factory=lambda: Limits(daily=None, monthly=None))
     # The tools of the worker's MCP servers, listed when a stage first needs them.
     mcp_tools: list[ToolBase] | None = None
+    # The stages the run goes through, in order.
+    stages: list[Stage] = field(default_factory=list)
+    # The stages whose step was started with the boundary before them (one trip to a
+    # database thread for both): their start only sends ``STEP_STARTED``.
+    steps_begun: set[str] = field(default_factory=set)
+    # The last stage's step end, recorded in the transaction that completes the run.
+    closing: StepEnd | None = None
 
     @classmethod
     def prepare(
@@ -224,23 +239,38 @@ class RunTurn:
         return {"threadId": str(self.run.thread_id), "runId": self.run.run_id}
 
     async def step_start(self, stage: Stage, input: Any) -> None:
-        """The stage starts: its step row, then its ``STEP_STARTED``."""
-        await db_retried(
-            agent_step_start, run=self.run, claim_token=self.claim_token, stage=stage, input=input
-        )
+        """The stage starts: its step row (unless the boundary before it started it), then
+        its ``STEP_STARTED``."""
+        if stage not in self.steps_begun:
+            await db_retried(self.step_begin, StepBegin(stage=stage, input=input))
         self.emitter.emit(StepStartedEvent(step_name=stage, **self.ids))
 
-    async def step_finish(
+    def step_begin(self, begin: StepBegin) -> None:
+        """Start a stage's step row (on a database thread); its start sends the event."""
+        agent_step_start(
+            run=self.run, claim_token=self.claim_token, stage=begin.stage, input=begin.input
+        )
+        self.steps_begun.add(begin.stage)
+
+    def step_after(self, stage: Stage, *, input: Any) -> StepBegin | None:
+        """The step of the stage after ``stage``, to start at the boundary (none after the
+        last)."""
+        index = self.stages.index(stage) + 1
+        return (
+            StepBegin(stage=self.stages[index], input=input) if index < len(self.stages) else None
+        )
+
+    def step_end(
         self,
         stage: Stage,
         *,
         output: Any,
         started: float,
         is_last: bool,
-        state: RunMappingState | None = None,
-    ) -> None:
-        """The stage ends: its step row completed (with its tool calls, model calls and
-        latency), then its ``STEP_FINISHED``."""
+        state: RunMappingState | None,
+    ) -> StepEnd:
+        """How the stage's step ends: its output, with its tool calls, model calls and
+        latency."""
         details: dict[str, Any] = {
             "latency_ms": round((time.monotonic() - started) * 1000),
             "model_calls": [
@@ -258,16 +288,60 @@ class RunTurn:
                 }
                 for tool in _tool_results(state)
             ]
-        self.control = await db_retried(
-            agent_step_finish,
+        return StepEnd(stage=stage, output=output, additional_output=details, is_last=is_last)
+
+    async def step_finish(
+        self,
+        stage: Stage,
+        *,
+        output: Any,
+        started: float,
+        is_last: bool,
+        state: RunMappingState | None = None,
+        then: StepBegin | None = None,
+    ) -> None:
+        """The stage ends: its step row completed, and, in the same trip to a database
+        thread, the next stage's (``then``) started unless the run is to be parked at this
+        boundary; then its ``STEP_FINISHED``."""
+        ended = self.step_end(stage, output=output, started=started, is_last=is_last, state=state)
+        await db_retried(self.step_advance, ended, then)
+        self.emitter.emit(StepFinishedEvent(step_name=stage, **self.ids))
+
+    def step_advance(self, ended: StepEnd, then: StepBegin | None) -> None:
+        """A stage boundary's rows (on a database thread, in the caller's transaction if
+        any): the step ended, the next begun, and what the run's clients ask of it now."""
+        done = self.stages.index(Stage(ended.stage)) + 1 if ended.stage in self.stages else 0
+        self.control, begun = agent_step_advance(
+            run=self.run, claim_token=self.claim_token, ended=ended, done=done, then=then
+        )
+        if begun:
+            assert then is not None
+            self.steps_begun.add(then.stage)
+
+    def step_finish_with_run(
+        self, stage: Stage, *, output: Any, started: float, state: RunMappingState | None
+    ) -> None:
+        """The last stage ends: its step is completed, and its ``STEP_FINISHED`` sent, in
+        the transaction that completes the run (``step_closing``)."""
+        self.closing = self.step_end(
+            stage, output=output, started=started, is_last=True, state=state
+        )
+
+    def step_closing(self) -> None:
+        """The last stage's step end, in the transaction that completes the run (on its
+        database thread), and its ``STEP_FINISHED``, written with the run's terminal event."""
+        if self.closing is None:
+            return
+        ended = self.closing
+        agent_step_finish(
             run=self.run,
             claim_token=self.claim_token,
-            stage=stage,
-            output=output,
-            additional_output=details,
-            is_last=is_last,
+            stage=ended.stage,
+            output=ended.output,
+            additional_output=ended.additional_output,
+            is_last=True,
         )
-        self.emitter.emit(StepFinishedEvent(step_name=stage, **self.ids))
+        self.emitter.emit_with_end(StepFinishedEvent(step_name=ended.stage, **self.ids))
 
     @property
     def tool_context(self) -> ToolContext:
@@ -384,7 +458,11 @@ async def router_stage(turn: RunTurn, *, is_last: bool = False) -> RouteDecision
         turn.record_usage(usage_log)
     raise_if_cancelled()
     await turn.step_finish(
-        Stage.ROUTER, output=decision.model_dump(mode="json"), started=started, is_last=is_last
+        Stage.ROUTER,
+        output=decision.model_dump(mode="json"),
+        started=started,
+        is_last=is_last,
+        then=turn.step_after(Stage.ROUTER, input=turn.user_message.content),
     )
     return decision
 
@@ -399,15 +477,34 @@ async def worker_stage(
     run = turn.run
     await turn.step_start(Stage.WORKER, turn.user_message.content)
     started = time.monotonic()
-    message_id = f"{Stage.WORKER.value}-{run.run_id}"
     state = RunMappingState(
-        thread_id=str(run.thread_id), run_id=run.run_id, stage=Stage.WORKER, message_id=message_id
+        thread_id=str(run.thread_id),
+        run_id=run.run_id,
+        stage=Stage.WORKER,
+        message_id=f"{Stage.WORKER.value}-{run.run_id}",
     )
+    usage_log = turn.usage_log(Stage.WORKER)
+    agent = await _worker_agent(turn, decision, usage_log)
+    final = await _worker_answer(turn, agent, state, usage_log)
+    if state.held:
+        await _worker_hold(turn, agent, decision, state, started=started)
+        return None
+    if final is None:
+        raise RuntimeError("the agent ended its reply without a final message")
+    output = agent_output(final, state)
+    for event in answer_text_events(output.answer, state):
+        turn.emitter.emit(event)
+    await _worker_end(turn, state, output, decision, started=started, is_last=is_last)
+    return output
+
+
+async def _worker_agent(turn: RunTurn, decision: RouteDecision, usage_log: UsageLog) -> Agent:
+    """The worker's agent for this turn: its model, the routed tools, its instructions, and
+    the state of the reply it goes on with (answering interrupts)."""
     config = turn.config(Stage.WORKER)
     tools = await turn.worker_toolset(decision)
-    usage_log = turn.usage_log(Stage.WORKER)
     context = "\n\n".join(part for part in (config.context, _ROUTE_HINTS[decision.route]) if part)
-    agent = worker_agent(
+    return worker_agent(
         model=chat_model_for(
             settings.AGENT_WORKER_MODEL,
             usage_log=usage_log,
@@ -420,6 +517,13 @@ async def worker_stage(
         max_iters=settings.AGENT_WORKER_MAX_ITERS,
         state=turn.held.agent_state if turn.held else None,
     )
+
+
+async def _worker_answer(
+    turn: RunTurn, agent: Agent, state: RunMappingState, usage_log: UsageLog
+) -> Msg | None:
+    """The worker's reply, relayed as it comes: to the user's message, or to the answers of
+    the interrupts it was held on; its final message."""
     if turn.held is None:
         user_content = (
             await db(turn.user_content)
@@ -436,60 +540,71 @@ async def worker_stage(
             final = await turn.relay_reply(worker_reply_of(agent, answer), state, usage_log)
     finally:
         turn.record_usage(usage_log)
-    if state.held:
-        await _worker_hold(turn, agent, decision, state, started=started)
-        return None
-    if final is None:
-        raise RuntimeError("the agent ended its reply without a final message")
-    output = agent_output(final, state)
-    for event in answer_text_events(output.answer, state):
-        turn.emitter.emit(event)
+    return final
+
+
+async def _worker_end(
+    turn: RunTurn,
+    state: RunMappingState,
+    output: AgentOutput,
+    decision: RouteDecision,
+    *,
+    started: float,
+    is_last: bool,
+) -> None:
+    """Store the answer and end the worker's step (the next stage's begun) in one trip to a
+    database thread, then send the answer's end and the step's. Its usage is recorded
+    first: the answer's end carries the run's usage so far."""
+    run = turn.run
     latency_ms = round((time.monotonic() - started) * 1000)
-    await turn.emitter.flush_async()  # the usage so far is recorded: the answer's end has it
+    await turn.emitter.deferred_async()
     answer = StageAnswer(
-        message_id=message_id,
+        message_id=state.message_id,
         content=output.answer,
         metadata={
             "run_id": run.run_id,
             "stage": Stage.WORKER,
             "latency_ms": latency_ms,
-            "message_id": message_id,
+            "message_id": state.message_id,
             "route": decision.route,
             "agent_output": output.model_dump(mode="json"),
         },
     )
-    digest, locale = await db_retried(_answer_store, turn, state, answer)
+    if is_last:  # its step ends with the run
+        turn.step_finish_with_run(Stage.WORKER, output=output.answer, started=started, state=state)
+        ended = None
+    else:
+        ended = turn.step_end(
+            Stage.WORKER, output=output.answer, started=started, is_last=False, state=state
+        )
+    then = turn.step_after(Stage.WORKER, input=output.answer)
+    digest, locale = await db_retried(_answer_store, turn, state, answer, ended, then)
     # Sent once the answer is committed: a client that sees it finds the message stored.
-    turn.emitter.emit(
-        TextMessageEndEvent(
-            message_id=message_id,
-            role="assistant",
-            stage=Stage.WORKER,
-            status=output.status,
-            answer=output.answer,
-            key_points=output.key_points,
-            result_type=output.result_type,
-            suggested_actions=[action.model_dump() for action in output.suggested_actions],
-            error=None,
-            ui_schema=ui_schema_compile(output.model_dump(mode="json"), locale=locale),
-            # The usage of the run's calls so far (spec 3.4; the memory stage's come after).
-            **digest,
-            **turn.ids,
-        )
+    turn.emitter.emit(answer_end_event(output, state, digest=digest, locale=locale))
+    if ended is not None:
+        turn.emitter.emit(StepFinishedEvent(step_name=Stage.WORKER, **turn.ids))
+
+
+def answer_end_event(
+    output: AgentOutput, state: RunMappingState, *, digest: dict[str, Any], locale: str
+) -> TextMessageEndEvent:
+    """The worker's answer's end: its structured output, its UI schema in the owner's
+    locale, and the run's usage so far (spec 3.4; the memory stage's come after)."""
+    return TextMessageEndEvent(
+        message_id=state.message_id,
+        role="assistant",
+        stage=Stage.WORKER,
+        status=output.status,
+        answer=output.answer,
+        key_points=output.key_points,
+        result_type=output.result_type,
+        suggested_actions=[action.model_dump() for action in output.suggested_actions],
+        error=None,
+        ui_schema=ui_schema_compile(output.model_dump(mode="json"), locale=locale),
+        **digest,
+        threadId=state.thread_id,
+        runId=state.run_id,
     )
-    if run.answer_artifact:
-        await db(
-            agent_artifact_create,
-            run=run,
-            step_id=agent_step_id(thread_id=run.thread_id, run_id=run.run_id, stage=Stage.WORKER),
-            file_name=ANSWER_FILE_NAME,
-            content=output.answer.encode(),
-            mime_type="text/markdown",
-        )
-    await turn.step_finish(
-        Stage.WORKER, output=output.answer, started=started, is_last=is_last, state=state
-    )
-    return output
 
 
 def held_answers(held: HeldReply, state: RunMappingState) -> list[Any]:
@@ -650,19 +765,38 @@ def _hold_store(
 
 
 def _answer_store(
-    turn: RunTurn, state: RunMappingState, answer: StageAnswer
+    turn: RunTurn,
+    state: RunMappingState,
+    answer: StageAnswer,
+    ended: StepEnd | None,
+    then: StepBegin | None,
 ) -> tuple[dict[str, Any], str]:
-    """Store the worker's tool results and answer; the run's usage digest so far and the
-    owner's locale, for the answer's end (one trip to a database thread)."""
+    """Store the worker's tool results and answer (and, where the run keeps it, the answer
+    as a file artifact) and end its step (``ended``; the next begun), in one transaction;
+    the run's usage digest so far and the owner's locale, for the answer's end (one trip
+    to a database thread)."""
     run = turn.run
-    run_stage_messages_store(
-        run=run,
-        claim_token=turn.claim_token,
-        stage=Stage.WORKER,
-        tool_results=_tool_results(state),
-        answer=answer,
-        reasoning=reasoning_texts(state),
-    )
+    with transaction.atomic():
+        run_stage_messages_store(
+            run=run,
+            claim_token=turn.claim_token,
+            stage=Stage.WORKER,
+            tool_results=_tool_results(state),
+            answer=answer,
+            reasoning=reasoning_texts(state),
+        )
+        if run.answer_artifact:
+            agent_artifact_create(
+                run=run,
+                step_id=agent_step_id(
+                    thread_id=run.thread_id, run_id=run.run_id, stage=Stage.WORKER
+                ),
+                file_name=ANSWER_FILE_NAME,
+                content=answer.content.encode(),
+                mime_type="text/markdown",
+            )
+        if ended is not None:
+            turn.step_advance(ended, then)
     digest = billing_selectors.run_usage_digest(run=run, any_records=turn.recorded_calls > 0)
     return digest, user_locale(user_profile_settings(user_id=run.thread.owner_id))
 
@@ -713,7 +847,7 @@ async def memory_stage(turn: RunTurn, output: AgentOutput) -> None:
         )
     # What it kept or forgot, a line per tool call.
     kept = "\n".join(f"{tool.tool_name} {tool.args}" for tool in _tool_results(state))
-    await turn.step_finish(Stage.MEMORY, output=kept, started=started, is_last=True, state=state)
+    turn.step_finish_with_run(Stage.MEMORY, output=kept, started=started, state=state)
 
 
 def attachment_bytes(*, owner: Any, block: dict[str, Any]) -> bytes:

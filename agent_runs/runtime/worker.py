@@ -254,6 +254,16 @@ class RunWorker(SimpleWorker):
 
     # -- heartbeats and commands -----------------------------------------------------
 
+    def heartbeat(self, timeout: int | None = None, pipeline: Any = None) -> None:
+        """RQ's heartbeat of the worker in one round trip to Redis (RQ's own makes three
+        when it is given no pipeline): it comes between a job's dequeue and its start."""
+        if pipeline is not None:
+            super().heartbeat(timeout, pipeline=pipeline)
+            return
+        with self.connection.pipeline() as own:
+            super().heartbeat(timeout, pipeline=own)
+            own.execute()
+
     def _beat(self, stopped: threading.Event) -> None:
         """Beat every held job's heartbeat in Redis (RQ's bookkeeping) and its run's in
         PostgreSQL (what the sweeper reads, one statement for all); a job whose run is no

@@ -29,6 +29,29 @@ class RunControl:
     pause_requested: bool
     step_budget: int | None
 
+    def parks_after(self, done: int) -> bool:
+        """Whether the run is parked at the boundary after ``done`` stages: a pause was
+        asked for, or its step budget is spent."""
+        return self.pause_requested or (self.step_budget is not None and done >= self.step_budget)
+
+
+@dataclass(frozen=True)
+class StepEnd:
+    """How a stage's step ended (``agent_step_finish``'s arguments)."""
+
+    stage: str
+    output: Any
+    additional_output: dict[str, Any]
+    is_last: bool
+
+
+@dataclass(frozen=True)
+class StepBegin:
+    """The step a stage starts with (``agent_step_start``'s arguments)."""
+
+    stage: str
+    input: Any
+
 
 def _lock_claimed(*, run: Run, claim_token: uuid.UUID) -> RunControl:
     claimed = (
@@ -140,6 +163,27 @@ def agent_step_finish(
     if row is None:
         raise RunNoLongerRunning(run.pk)
     return RunControl(pause_requested=row[0], step_budget=row[1])
+
+
+def agent_step_advance(
+    *, run: Run, claim_token: uuid.UUID, ended: StepEnd, done: int, then: StepBegin | None
+) -> tuple[RunControl, bool]:
+    """A stage boundary in one transaction: the stage's step finished (``agent_step_finish``)
+    and, unless the run is to be parked there (``done`` stages run), the next stage's step
+    started. What the run's clients ask of it now, and whether the next step was started."""
+    with transaction.atomic():
+        control = agent_step_finish(
+            run=run,
+            claim_token=claim_token,
+            stage=ended.stage,
+            output=ended.output,
+            additional_output=ended.additional_output,
+            is_last=ended.is_last,
+        )
+        if then is None or control.parks_after(done):
+            return control, False
+        agent_step_start(run=run, claim_token=claim_token, stage=then.stage, input=then.input)
+    return control, True
 
 
 def client_step_create(
