@@ -4,12 +4,14 @@ docs/spec/sse-events-and-usage.md, section 1: events are persisted, then publish
 """
 
 import asyncio
+import contextlib
+import copy
 import json
 import logging
 import time
 import uuid
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import datetime
 from functools import cache
 from typing import Any
@@ -164,9 +166,38 @@ class RunEventEmitter:
         emits next on the same thread (a database thread, in the transaction that ends the
         run): the last stage's ``STEP_FINISHED``, in the transaction that records its step's
         end. For an emitter on a loop, whose writes are flushed (``flush_async()``) first."""
+        self._hold(event)
+
+    def emit_here(self, events: list[BaseEvent]) -> None:
+        """Emit events and write them at once on the caller's connection (a database thread,
+        inside the transaction that records what they announce: a step's start or end), to
+        be published when it commits. A write of its own saved: the events share the
+        transaction's commit. For an emitter on a loop, whose writes are flushed
+        (``flush_async()``) first; a transaction that fails after it leaves the emitter
+        past the events it wrote, so it is the job's last (the job fails its run)."""
+        for event in events:
+            self._hold(event)
+        self._write_pending()
+
+    @contextlib.contextmanager
+    def rewound_on_failure(self) -> Iterator[None]:
+        """Around a transaction that writes events here (``emit_here``): when it fails (its
+        statements, or its commit), the emitter goes back to where it was, so that the
+        transaction may be tried again (on a new connection)."""
+        saved = (self.next_seq, self.previous_id, copy.deepcopy(self.sequence))
+        try:
+            yield
+        except BaseException:
+            self.next_seq, self.previous_id, self.sequence = saved
+            self._pending = []
+            raise
+
+    def _hold(self, event: BaseEvent) -> None:
         if self._loop is None or self.writing:
-            raise RuntimeError("emit_with_end() is for a flushed emitter on a loop")
+            raise RuntimeError("an emitter on a loop whose writes are flushed writes here")
         payload = encode_event(event)
+        if payload["type"] in TERMINAL_TYPES:
+            raise RuntimeError("the terminal event is emitted with emit()")
         self.sequence.check(payload)
         self._measure(payload["type"])
         self._pending.append(payload)
@@ -199,10 +230,6 @@ class RunEventEmitter:
             return
         if self.writing:
             await journal_writer(self._loop).written(self)
-        await self.deferred_async()
-
-    async def deferred_async(self) -> None:
-        """Wait until every deferred task has run (the events may still be being written)."""
         while self._deferred:
             deferred, self._deferred = self._deferred, []
             await asyncio.gather(*deferred, return_exceptions=True)

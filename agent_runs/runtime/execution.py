@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any, TypeVar
 
-from ag_ui.core import CustomEvent, RunFinishedEvent, RunStartedEvent
+from ag_ui.core import BaseEvent, CustomEvent, RunFinishedEvent, RunStartedEvent
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.db import (
@@ -101,30 +101,45 @@ def _job_id() -> str | None:
 def _run_start(
     run_pk: int, loop: asyncio.AbstractEventLoop
 ) -> tuple[Run, RunEventEmitter, "Opening | Exception"] | None:
-    """Claim the run and, once claimed, load it with its emitter, read what its stages
-    share and start its first stage's step: all on one trip to a database thread. The claim
-    and the run's read commit together or not at all, so they are tried again on a new
-    connection when the database cut the one they used (a restart, a failover while the
-    worker waited). What fails after the claim is the job's to fail the run with."""
-    claimed = with_reconnect(partial(run_claim_and_load, run_pk=run_pk))
-    if claimed is None:
-        return None
-    run, last_event_id = claimed
-    token = run.claim_token
-    # The job's events are written as they come, by the loop's journal writer.
-    emitter = RunEventEmitter(
+    """Claim the run and open it (``_run_claim_and_open``), tried again on a new connection
+    when the database cut the one it used (a restart, a failover while the worker waited):
+    nothing of it commits unless all of it does."""
+    return with_reconnect(partial(_run_claim_and_open, run_pk, loop))
+
+
+def _run_claim_and_open(
+    run_pk: int, loop: asyncio.AbstractEventLoop
+) -> tuple[Run, RunEventEmitter, "Opening | Exception"] | None:
+    """In one transaction, on one trip to a database thread: claim the run and load it
+    with its emitter; read what its stages share, start its first stage's step and write
+    its ``RUN_STARTED`` (or ``run_resumed``) and that ``STEP_STARTED`` (``_run_open``). What
+    fails after the claim is rolled back to it and is the job's to fail the run with; the
+    claim commits either way. ``None`` when the run is not this job's to run."""
+    with transaction.atomic():
+        claimed = run_claim_and_load(run_pk=run_pk)
+        if claimed is None:
+            return None
+        run, last_event_id = claimed
+        emitter = _emitter(run, last_event_id, loop)
+        opening: Opening | Exception
+        try:
+            with transaction.atomic():
+                opening = _run_open(run, emitter)
+        except Exception as exc:  # the job fails its run with it (``_run_pipeline``)
+            opening = exc
+            emitter = _emitter(run, last_event_id, loop)  # one that wrote nothing
+    return run, emitter, opening
+
+
+def _emitter(run: Run, last_event_id: int, loop: asyncio.AbstractEventLoop) -> RunEventEmitter:
+    """The job's emitter, its events written as they come by the loop's journal writer."""
+    return RunEventEmitter(
         run=run,
         resume=run.checkpoint is not None,  # a parked run goes on with its journal
         previous_id=last_event_id,
-        claim_token=token,
+        claim_token=run.claim_token,
         loop=loop,
     )
-    opening: Opening | Exception
-    try:
-        opening = with_reconnect(partial(_run_open, run, emitter))
-    except Exception as exc:  # the job fails its run with it (``_run_pipeline``)
-        opening = exc
-    return run, emitter, opening
 
 
 @dataclass
@@ -139,7 +154,8 @@ class Opening:
 
 
 def _run_open(run: Run, emitter: RunEventEmitter) -> Opening:
-    """The turn's reads, and the step of the stage the run starts (or goes on) with."""
+    """The turn's reads, the step of the stage the run starts (or goes on) with, and the
+    events that say so, written here."""
     turn, stages = _run_turn(run, emitter)
     checkpoint = Checkpoint.model_validate(run.checkpoint or {})
     if turn.held is not None and checkpoint.next == Stage.ROUTER:
@@ -148,6 +164,7 @@ def _run_open(run: Run, emitter: RunEventEmitter) -> Opening:
         checkpoint.decision = RouteDecision.model_validate(turn.held.decision)
     # Where a parked run goes on (past the end: its memory stage was turned off meanwhile).
     first = stages.index(checkpoint.next) if checkpoint.next in stages else len(stages)
+    events = _announcement(run, emitter)
     if first < len(stages):
         stage = stages[first]
         if stage == Stage.MEMORY:
@@ -155,8 +172,20 @@ def _run_open(run: Run, emitter: RunEventEmitter) -> Opening:
             step_input: Any = checkpoint.output.answer
         else:
             step_input = turn.user_message.content
-        turn.step_begin(StepBegin(stage=stage, input=step_input))
+        events.append(turn.step_begin(StepBegin(stage=stage, input=step_input)))
+    if events:
+        emitter.emit_here(events)
     return Opening(turn=turn, stages=stages, checkpoint=checkpoint, first=first)
+
+
+def _announcement(run: Run, emitter: RunEventEmitter) -> list[BaseEvent]:
+    """What the job's first events say: the run started, or a parked run goes on."""
+    if not emitter.started:
+        return [RunStartedEvent(thread_id=str(run.thread_id), run_id=run.run_id)]
+    if run.checkpoint is not None:
+        resumed = Checkpoint.model_validate(run.checkpoint).next
+        return [CustomEvent(name=RUN_RESUMED_EVENT, value={"next_stage": resumed})]
+    return []
 
 
 async def _run_job(
@@ -244,13 +273,9 @@ def _run_measure(run: Run, *, ended: str | None) -> None:
 async def _run_pipeline(run: Run, emitter: RunEventEmitter, opening: "Opening | Exception") -> bool:
     """The run's stages, then its end: ``True`` when it completed, ``False`` when it was
     parked (``RunNoLongerRunning`` when it was ended meanwhile)."""
-    ids = {"thread_id": str(run.thread_id), "run_id": run.run_id}
-    if not emitter.started:
-        emitter.emit(RunStartedEvent(**ids))
-    elif run.checkpoint is not None:
-        resumed = Checkpoint.model_validate(run.checkpoint).next
-        emitter.emit(CustomEvent(name=RUN_RESUMED_EVENT, value={"next_stage": resumed}))
     if isinstance(opening, Exception):
+        for event in _announcement(run, emitter):
+            emitter.emit(event)
         raise opening
     turn, stages, checkpoint = opening.turn, opening.stages, opening.checkpoint
     for index, stage in enumerate(stages):

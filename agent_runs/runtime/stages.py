@@ -16,6 +16,7 @@ from functools import partial
 from typing import Any, TypeVar
 
 from ag_ui.core import (
+    BaseEvent,
     CustomEvent,
     MessagesSnapshotEvent,
     StepFinishedEvent,
@@ -239,18 +240,24 @@ class RunTurn:
         return {"threadId": str(self.run.thread_id), "runId": self.run.run_id}
 
     async def step_start(self, stage: Stage, input: Any) -> None:
-        """The stage starts: its step row (unless the boundary before it started it), then
-        its ``STEP_STARTED``."""
-        if stage not in self.steps_begun:
-            await db_retried(self.step_begin, StepBegin(stage=stage, input=input))
+        """The stage starts: its step row, then its ``STEP_STARTED`` (unless the boundary
+        before it did both)."""
+        if stage in self.steps_begun:
+            return
+        await db_retried(
+            agent_step_start, run=self.run, claim_token=self.claim_token, stage=stage, input=input
+        )
+        self.steps_begun.add(stage)
         self.emitter.emit(StepStartedEvent(step_name=stage, **self.ids))
 
-    def step_begin(self, begin: StepBegin) -> None:
-        """Start a stage's step row (on a database thread); its start sends the event."""
+    def step_begin(self, begin: StepBegin) -> StepStartedEvent:
+        """Start a stage's step row (on a database thread); the ``STEP_STARTED`` the caller
+        writes in the same transaction."""
         agent_step_start(
             run=self.run, claim_token=self.claim_token, stage=begin.stage, input=begin.input
         )
         self.steps_begun.add(begin.stage)
+        return StepStartedEvent(step_name=begin.stage, **self.ids)
 
     def step_after(self, stage: Stage, *, input: Any) -> StepBegin | None:
         """The step of the stage after ``stage``, to start at the boundary (none after the
@@ -300,23 +307,32 @@ class RunTurn:
         state: RunMappingState | None = None,
         then: StepBegin | None = None,
     ) -> None:
-        """The stage ends: its step row completed, and, in the same trip to a database
-        thread, the next stage's (``then``) started unless the run is to be parked at this
-        boundary; then its ``STEP_FINISHED``."""
+        """The stage ends: its step row completed and, unless the run is to be parked at
+        this boundary, the next stage's (``then``) started, with their ``STEP_FINISHED`` and
+        ``STEP_STARTED`` written in the same transaction (one trip to a database thread,
+        one commit)."""
         ended = self.step_end(stage, output=output, started=started, is_last=is_last, state=state)
-        await db_retried(self.step_advance, ended, then)
-        self.emitter.emit(StepFinishedEvent(step_name=stage, **self.ids))
+        await self.emitter.flush_async()  # what the stage emitted comes first
+        await db_retried(self._boundary, ended, then)
 
-    def step_advance(self, ended: StepEnd, then: StepBegin | None) -> None:
-        """A stage boundary's rows (on a database thread, in the caller's transaction if
-        any): the step ended, the next begun, and what the run's clients ask of it now."""
+    def _boundary(self, ended: StepEnd, then: StepBegin | None) -> None:
+        with self.emitter.rewound_on_failure(), transaction.atomic():
+            self.emitter.emit_here(self.step_advance(ended, then))
+
+    def step_advance(self, ended: StepEnd, then: StepBegin | None) -> list[BaseEvent]:
+        """A stage boundary's rows (on a database thread, in the caller's transaction): the
+        step ended and the next begun, and what the run's clients ask of it now; the events
+        that say so, for the caller to write in the same transaction."""
         done = self.stages.index(Stage(ended.stage)) + 1 if ended.stage in self.stages else 0
         self.control, begun = agent_step_advance(
             run=self.run, claim_token=self.claim_token, ended=ended, done=done, then=then
         )
+        events: list[BaseEvent] = [StepFinishedEvent(step_name=ended.stage, **self.ids)]
         if begun:
             assert then is not None
             self.steps_begun.add(then.stage)
+            events.append(StepStartedEvent(step_name=then.stage, **self.ids))
+        return events
 
     def step_finish_with_run(
         self, stage: Stage, *, output: Any, started: float, state: RunMappingState | None
@@ -552,12 +568,12 @@ async def _worker_end(
     started: float,
     is_last: bool,
 ) -> None:
-    """Store the answer and end the worker's step (the next stage's begun) in one trip to a
-    database thread, then send the answer's end and the step's. Its usage is recorded
-    first: the answer's end carries the run's usage so far."""
+    """Store the answer, end the worker's step (the next stage's begun) and write the
+    answer's end and the steps' events, in one trip to a database thread (``_answer_store``),
+    once its text is written and its usage recorded (the answer's end carries the run's
+    usage so far)."""
     run = turn.run
     latency_ms = round((time.monotonic() - started) * 1000)
-    await turn.emitter.deferred_async()
     answer = StageAnswer(
         message_id=state.message_id,
         content=output.answer,
@@ -578,11 +594,8 @@ async def _worker_end(
             Stage.WORKER, output=output.answer, started=started, is_last=False, state=state
         )
     then = turn.step_after(Stage.WORKER, input=output.answer)
-    digest, locale = await db_retried(_answer_store, turn, state, answer, ended, then)
-    # Sent once the answer is committed: a client that sees it finds the message stored.
-    turn.emitter.emit(answer_end_event(output, state, digest=digest, locale=locale))
-    if ended is not None:
-        turn.emitter.emit(StepFinishedEvent(step_name=Stage.WORKER, **turn.ids))
+    await turn.emitter.flush_async()  # its text comes first, and its usage is recorded
+    await db_retried(_answer_store, turn, state, output, answer, ended, then)
 
 
 def answer_end_event(
@@ -767,16 +780,18 @@ def _hold_store(
 def _answer_store(
     turn: RunTurn,
     state: RunMappingState,
+    output: AgentOutput,
     answer: StageAnswer,
     ended: StepEnd | None,
     then: StepBegin | None,
-) -> tuple[dict[str, Any], str]:
-    """Store the worker's tool results and answer (and, where the run keeps it, the answer
-    as a file artifact) and end its step (``ended``; the next begun), in one transaction;
-    the run's usage digest so far and the owner's locale, for the answer's end (one trip
-    to a database thread)."""
+) -> None:
+    """In one transaction (one trip to a database thread, one commit): store the worker's
+    tool results and answer (and, where the run keeps it, the answer as a file artifact),
+    end its step (``ended``; the next begun), and write the answer's end (the run's usage
+    so far, the owner's locale) and the steps' events: a client that sees the answer's end
+    finds the message stored."""
     run = turn.run
-    with transaction.atomic():
+    with turn.emitter.rewound_on_failure(), transaction.atomic():
         run_stage_messages_store(
             run=run,
             claim_token=turn.claim_token,
@@ -795,10 +810,19 @@ def _answer_store(
                 content=answer.content.encode(),
                 mime_type="text/markdown",
             )
+        events: list[BaseEvent] = [
+            answer_end_event(
+                output,
+                state,
+                digest=billing_selectors.run_usage_digest(
+                    run=run, any_records=turn.recorded_calls > 0
+                ),
+                locale=user_locale(user_profile_settings(user_id=run.thread.owner_id)),
+            )
+        ]
         if ended is not None:
-            turn.step_advance(ended, then)
-    digest = billing_selectors.run_usage_digest(run=run, any_records=turn.recorded_calls > 0)
-    return digest, user_locale(user_profile_settings(user_id=run.thread.owner_id))
+            events += turn.step_advance(ended, then)
+        turn.emitter.emit_here(events)
 
 
 async def memory_stage(turn: RunTurn, output: AgentOutput) -> None:

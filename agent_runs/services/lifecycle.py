@@ -79,7 +79,8 @@ def run_claim_and_load(*, run_pk: int) -> tuple[Run, int] | None:
     the run's turn, or it is not queued."""
     token = uuid.uuid4()
     now = timezone.now()
-    with transaction.atomic():
+    # Inside the caller's transaction, when there is one (the job's start: no savepoint).
+    with transaction.atomic(savepoint=False):
         if connection.vendor == "postgresql":
             claimed = _claim_and_load_statement(run_pk=run_pk, token=token, now=now)
         else:

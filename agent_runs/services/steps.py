@@ -170,8 +170,9 @@ def agent_step_advance(
 ) -> tuple[RunControl, bool]:
     """A stage boundary in one transaction: the stage's step finished (``agent_step_finish``)
     and, unless the run is to be parked there (``done`` stages run), the next stage's step
-    started. What the run's clients ask of it now, and whether the next step was started."""
-    with transaction.atomic():
+    started. What the run's clients ask of it now, and whether the next step was started.
+    Inside the caller's transaction, when there is one (no savepoint: it fails as a whole)."""
+    with transaction.atomic(savepoint=False):
         control = agent_step_finish(
             run=run,
             claim_token=claim_token,
