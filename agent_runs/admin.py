@@ -20,7 +20,7 @@ from django.urls import URLPattern, path, reverse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
-from agent_runs.errors import AutomationJobInvalid, PushUrlRefused
+from agent_runs.errors import AutomationJobInvalid, DomainError, PushUrlRefused
 from agent_runs.models import (
     ApiToken,
     AutomationJob,
@@ -46,7 +46,6 @@ from agent_runs.services.tokens import api_tokens_revoke
 from agent_runs.services.webhooks import user_webhook_set
 from agent_runs.timeline import InterruptRecord, timeline_build
 from billing import selectors as billing_selectors
-from config.errors import DomainError
 
 
 class ReadOnlyAdminMixin:

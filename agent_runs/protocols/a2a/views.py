@@ -52,6 +52,7 @@ from rest_framework.response import Response
 from agent_runs.authentication import api_key_scope_require, request_user
 from agent_runs.awaited import awaited_response, run_end_answer
 from agent_runs.errors import (
+    DomainError,
     InterruptClosed,
     InterruptExpired,
     InterruptOpen,
@@ -97,7 +98,6 @@ from agent_runs.services.lifecycle import run_cancel
 from agent_runs.services.push import push_url_check
 from agent_runs.services.rate_limits import RateLimited
 from agent_runs.services.runs import RunOptions, TurnRule, run_create
-from config.errors import DomainError
 
 _TAGS = ["a2a"]
 
