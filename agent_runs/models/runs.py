@@ -22,11 +22,22 @@ class Run(models.Model):
         CHAT = "chat"
         AUTOMATION = "automation"
 
+    class Protocol(models.TextChoices):
+        """The protocol whose request made the run (each protocol edge says so to
+        ``run_create``); AG-UI's for a run no protocol made (an automation's)."""
+
+        AGUI = "agui", "AG-UI"
+        AGENT_PROTOCOL = "agent_protocol", "Agent Protocol"
+        AGENT_API = "agent_api", "Agent API"
+        OPENAI_RESPONSES = "openai_responses", "OpenAI Responses API"
+        A2A = "a2a", "A2A"
+
     thread = models.ForeignKey(Thread, on_delete=models.CASCADE, related_name="runs")
     run_id = models.CharField(max_length=128)
     parent_run_id = models.CharField(max_length=128, blank=True)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
     runtime_mode = models.CharField(max_length=16, choices=RuntimeMode.choices)
+    protocol = models.CharField(max_length=32, choices=Protocol.choices, default=Protocol.AGUI)
     # The validated RunAgentInput, camelCase, as the client's snapshot of this run.
     input = models.JSONField()
     input_sha256 = models.CharField(max_length=64, editable=False)
@@ -92,6 +103,8 @@ class Run(models.Model):
             # A protocol's response id is the run's runId, looked up without its thread.
             models.Index(fields=["run_id"], name="run_run_id"),
             models.Index(fields=["status", "created_at"], name="run_status_created"),
+            # A protocol's runs of one owner (its threads'): A2A's tasks of a user.
+            models.Index(fields=["thread", "protocol"], name="run_thread_protocol"),
         ]
 
     def __str__(self) -> str:

@@ -312,6 +312,7 @@ def _continuation_create(thread: Thread, held: Run) -> Run:
         parent_run_id=held.parent_run_id or held.run_id,
         continues=held,
         runtime_mode=held.runtime_mode,
+        protocol=held.protocol,
         input=snapshot,
         input_sha256=snapshot_sha256(snapshot),
         client_time=held.client_time,

@@ -244,6 +244,7 @@ def _send(request: Request, call: RpcCall, *, stream: bool) -> HttpResponseBase:
                 run_input=_run_input(target, message, run_id, text),
                 options=RunOptions(request=kept, turn=target.turn),
                 multitask=multitask,
+                protocol=Run.Protocol.A2A,
             )
             if params.configuration.HasField("task_push_notification_config"):
                 task_push_config_create(
