@@ -35,13 +35,13 @@ from agent_runs.models import (
     UserMemory,
     UserProfile,
 )
+from agent_runs.push.services import push_deliveries_retry, push_url_check
 from agent_runs.selectors.automations import automation_job_next_times, automation_job_runs
 from agent_runs.services.automations import (
     automation_job_check,
     automation_job_run,
     automation_job_save,
 )
-from agent_runs.services.push import push_deliveries_retry, push_url_check
 from agent_runs.services.tokens import api_tokens_revoke
 from agent_runs.services.webhooks import user_webhook_set
 from agent_runs.timeline import InterruptRecord, timeline_build

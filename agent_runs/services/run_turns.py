@@ -33,8 +33,9 @@ CANCELLING = (MultitaskStrategy.INTERRUPT, MultitaskStrategy.ROLLBACK)
 
 
 def multitask_strategy(multitask: str | None, turn: TurnRule | None) -> MultitaskStrategy:
-    """The strategy a new run goes by: the request's, else ``MULTITASK_DEFAULT``, else the
-    entry point's (``reject`` where its rule of turns wants an idle thread: today's)."""
+    """The strategy a new run goes by when its thread is busy (a run queued, running or
+    parked, or an interrupt open): the request's, else ``MULTITASK_DEFAULT``, else the entry
+    point's (``reject`` where its rule of turns wants an idle thread, else ``enqueue``)."""
     chosen = multitask or settings.MULTITASK_DEFAULT
     if not chosen:
         idle = turn is not None and turn.idle

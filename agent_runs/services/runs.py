@@ -42,10 +42,10 @@ from agent_runs.services.run_turns import (
     turn_check,
     turn_rule,
 )
+from agent_runs.tracing import with_trace_context
 from attachments.models import Attachment
 from attachments.schemas import user_message_attachments_metadata
 from billing.budgets import budget_check
-from config.tracing import with_trace_context
 
 logger = logging.getLogger(__name__)
 
@@ -91,11 +91,9 @@ def run_create(
     (``ConversationMessageUnknown``); nothing of the earlier messages is stored again.
     The rule of turns (``options.turn``) and the open interrupts: ``_run_create``.
 
-    ``multitask``: what a new user message does when its thread is busy (a run queued,
-    running or parked, or an interrupt open), a ``MultitaskStrategy`` value; ``None``: the
-    ``MULTITASK_DEFAULT`` setting, else the entry point's own (``reject`` when
-    ``options.turn`` asks for an idle thread, else ``enqueue``). docs/protocols/multitask.md.
-    ``protocol``: the protocol whose request makes the run (``Run.protocol``).
+    ``multitask``: what a new user message does when its thread is busy, a
+    ``MultitaskStrategy`` value (``None``: ``run_turns.multitask_strategy``);
+    docs/protocols/multitask.md. ``protocol``: the protocol whose request makes the run.
     """
     options = options or RunOptions()
     strategy = multitask_strategy(multitask, options.turn)

@@ -92,10 +92,10 @@ from agent_runs.protocols.a2a.selectors import (
     tasks_of_user,
 )
 from agent_runs.protocols.a2a.stream import task_events
+from agent_runs.push.services import push_url_check
 from agent_runs.run_input import RunAgentInput
 from agent_runs.selectors.runs import session_thread_id
 from agent_runs.services.lifecycle import run_cancel
-from agent_runs.services.push import push_url_check
 from agent_runs.services.rate_limits import RateLimited
 from agent_runs.services.runs import RunOptions, TurnRule, run_create
 
