@@ -20,7 +20,7 @@ from agent_runs.protocols.a2a.outbound import (
     Wire,
 )
 
-# How this protocol marks the runs it creates (``Run.request["protocol"]``).
+# How this protocol marks the runs it creates in ``Run.request`` (``Run.protocol`` too).
 PROTOCOL = "a2a"
 
 # A run's state from its row alone, for when its journal has not said (a run cancelled
