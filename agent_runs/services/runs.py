@@ -91,10 +91,8 @@ def run_create(
     (``ConversationMessageUnknown``); nothing of the earlier messages is stored again.
     The rule of turns (``options.turn``) and the open interrupts: ``_run_create``.
 
-    ``multitask``: what a new user message does when its thread is busy, a
-    ``MultitaskStrategy`` value (``None``: ``run_turns.multitask_strategy``);
-    docs/protocols/multitask.md. ``protocol``: the protocol whose request makes the run.
-    """
+    ``multitask``: a new user message's ``MultitaskStrategy`` (docs/protocols/multitask.md,
+    ``run_turns.multitask_strategy``). ``protocol``: the protocol whose request makes it."""
     options = options or RunOptions()
     strategy = multitask_strategy(multitask, options.turn)
     budget_check(user_id=user.pk)
