@@ -20,7 +20,7 @@ from django.urls import URLPattern, path, reverse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
-from agent_runs.errors import AutomationJobInvalid, PushUrlRefused
+from agent_runs.errors import AutomationJobInvalid, DomainError, PushUrlRefused
 from agent_runs.models import (
     ApiToken,
     AutomationJob,
@@ -35,18 +35,17 @@ from agent_runs.models import (
     UserMemory,
     UserProfile,
 )
+from agent_runs.push.services import push_deliveries_retry, push_url_check
 from agent_runs.selectors.automations import automation_job_next_times, automation_job_runs
 from agent_runs.services.automations import (
     automation_job_check,
     automation_job_run,
     automation_job_save,
 )
-from agent_runs.services.push import push_deliveries_retry, push_url_check
 from agent_runs.services.tokens import api_tokens_revoke
 from agent_runs.services.webhooks import user_webhook_set
 from agent_runs.timeline import InterruptRecord, timeline_build
 from billing import selectors as billing_selectors
-from config.errors import DomainError
 
 
 class ReadOnlyAdminMixin:

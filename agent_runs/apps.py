@@ -10,8 +10,8 @@ class AgentRunsConfig(AppConfig):
         from agent_runs.agent_config import system_agents
 
         system_agents()
-        # The edges' receivers of run_status_changed, named by dotted path (the core imports
-        # no edge), connected in every process: the web's and the workers'.
+        # The receivers of run_status_changed (the push outbox's), named by dotted path in
+        # AGENT_RUN_STATUS_RECEIVERS, connected in every process: the web's and the workers'.
         from agent_runs.signals import run_status_receivers_connect
 
         run_status_receivers_connect()

@@ -3,7 +3,17 @@ renders them in its own shape (agent_runs/protocols/<protocol>/errors.py)."""
 
 import json
 
-from config.errors import DomainError
+
+class DomainError(Exception):
+    """The base of every domain error (the core's, and the other apps'): an error the caller
+    can act on, its message meant for the client as it stands. Each carries its stable
+    ``code`` and its HTTP ``status``, so a protocol renders any of them in its own shape from
+    one table (the class attributes), whatever order they are looked at in."""
+
+    code = "invalid_request"
+    status = 400
+    # HTTP headers its answer carries, in any protocol's shape (a rate limit's Retry-After).
+    headers: dict[str, str] | None = None
 
 
 class RunInputInvalid(DomainError):

@@ -1,17 +1,18 @@
-"""``run_status_changed``: the one hook the run core gives its edges.
+"""``run_status_changed``: the one hook the run core gives what sits beside it.
 
 Sent inside the transaction that changed a run's status (claimed, completed, failed,
 cancelled, paused, queued again on resume), or what its protocols show of it (its
 interrupts expired unanswered: then its status as it stands), after the change, with
 ``sender=Run``, ``run`` (the run as it now is) and ``status`` (its new ``Run.Status``). A
-receiver that
-writes (a protocol edge's push notification rows, agent_runs/services/push.py) writes in
-that transaction: its rows commit or roll back with the change. The core cannot call an
-edge (the one-way rule), which is why this is a signal and not a service call.
+receiver that writes (the push outbox's, agent_runs/push/receivers.py, whose rows a
+protocol shapes) writes in that transaction: its rows commit or roll back with the change.
+The core cannot call an edge (the one-way rule), which is why this is a signal and not a
+service call.
 
-A protocol edge names its receiver in the setting ``AGENT_RUN_STATUS_RECEIVERS`` (dotted
-paths, connected when the app is ready, in web and worker processes alike): the core and
-the runtime never import an edge (docs/architecture.md, the one-way rule).
+Receivers are named in the setting ``AGENT_RUN_STATUS_RECEIVERS`` (dotted paths, connected
+when the app is ready, in web and worker processes alike): the core and the runtime never
+import an edge (docs/architecture.md, the one-way rule), and the push outbox's receiver
+imports a protocol only to shape a notification a config waits for.
 
 With no receiver it costs one check and no query: the services that change a status in one
 statement (a claim, a completion) open a transaction only when someone listens.

@@ -3,7 +3,7 @@
 Every message is meant for the client as it stands.
 """
 
-from config.errors import DomainError
+from agent_runs.errors import DomainError
 
 
 class AttachmentError(DomainError):

@@ -3,7 +3,7 @@ OpenAI Responses answers a ``budget_exceeded`` as the quota error its SDK knows)
 
 from decimal import Decimal
 
-from config.errors import DomainError
+from agent_runs.errors import DomainError
 
 
 class BudgetExceeded(DomainError):

@@ -1,5 +1,6 @@
 """ASGI entry point for daphne: Channels routes the streaming endpoints to their consumers and
-everything else to Django; WebSockets go to the Agent Protocol's ``/ws``."""
+everything else to Django; WebSockets go to the Agent Protocol's ``/ws`` (the routes: all
+mounted in config/urls.py)."""
 
 import os
 
@@ -12,24 +13,26 @@ django.setup(set_prefix=False)
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.urls import get_resolver, re_path  # noqa: E402
 
-from agent_runs.protocols.agent_protocol.routing import websocket_urlpatterns  # noqa: E402
-from agent_runs.protocols.agui.routing import http_urlpatterns as agui_http  # noqa: E402
+from agent_runs.heap import freeze_startup_heap  # noqa: E402
+from agent_runs.tracing import tracing_start  # noqa: E402
 from config import daphne_requests  # noqa: E402
 from config.asgi_handler import SyncChainASGIHandler  # noqa: E402
-from config.heap import freeze_startup_heap  # noqa: E402
 from config.static import with_static_files  # noqa: E402
-from config.tracing import tracing_start  # noqa: E402
 
 daphne_requests.install()
 # Before the handler loads its middleware: with tracing on, each request is a span.
 tracing_start(service_name="agent-run-server", django_requests=True)
 django_asgi_app = SyncChainASGIHandler()
 
+# The routes Channels serves itself, mounted with the rest (and loaded, as before, once the
+# handler is made).
+from config.urls import asgi_http_urlpatterns, websocket_urlpatterns  # noqa: E402
+
 application = ProtocolTypeRouter(
     {
         "http": with_static_files(
             # Django's stubs expect a view in re_path(); Channels takes any ASGI app there.
-            URLRouter([*agui_http, re_path(r"", django_asgi_app)])  # type: ignore[arg-type]
+            URLRouter([*asgi_http_urlpatterns, re_path(r"", django_asgi_app)])  # type: ignore[arg-type]
         ),
         "websocket": URLRouter(websocket_urlpatterns),
     }

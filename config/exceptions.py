@@ -1,5 +1,5 @@
 """The default rendering of errors for the API: ``{"detail": "<message>"}``, the AG-UI and
-spec shape. Every domain error carries its own status (config/errors.py); protocols with
+spec shape. Every domain error carries its own status (agent_runs/errors.py); protocols with
 another error shape render the same errors their own way.
 
 What no view answers (a path no route matches, a body refused before any view runs) is
@@ -22,11 +22,11 @@ from django.views.defaults import page_not_found
 from rest_framework.response import Response
 from rest_framework.views import exception_handler
 
+from agent_runs.errors import DomainError
 from agent_runs.protocols.a2a import errors as a2a_errors
 from agent_runs.protocols.agent_api import errors as agent_api_errors
 from agent_runs.protocols.agent_protocol import errors as agent_protocol_errors
 from agent_runs.protocols.openai_responses import errors as openai_errors
-from config.errors import DomainError
 
 # The stable code of each status, where a shape carries one (OpenAI's, the Agent API's).
 _CODES = {404: "not_found", 405: "method_not_allowed", 413: "payload_too_large"}

@@ -200,9 +200,12 @@ PUSH_ALLOW_PRIVATE_URLS = env_bool("PUSH_ALLOW_PRIVATE_URLS", False)
 PUSH_MAX_ATTEMPTS = env_int("PUSH_MAX_ATTEMPTS", 8, minimum=1)
 PUSH_RETRY_BASE_SECONDS = env_float("PUSH_RETRY_BASE_SECONDS", 10.0, minimum=0)
 PUSH_TIMEOUT_SECONDS = env_float("PUSH_TIMEOUT_SECONDS", 10.0, minimum=0.1)
-# Receivers of agent_runs.signals.run_status_changed, by dotted path: a protocol edge's
-# (e.g. its push notifications), connected in the web and the worker processes.
-AGENT_RUN_STATUS_RECEIVERS: list[str] = ["agent_runs.protocols.a2a.receivers.on_run_status"]
+# Receivers of agent_runs.signals.run_status_changed, by dotted path, connected in the web
+# and the worker processes: the push outbox's, which hands a run's change to its protocol.
+AGENT_RUN_STATUS_RECEIVERS: list[str] = ["agent_runs.push.receivers.on_run_status"]
+# The protocols that push their runs' changes (Run.protocol -> the notifier, by dotted path,
+# imported when a change has a config waiting for it: agent_runs/push/receivers.py).
+PUSH_NOTIFIERS: dict[str, str] = {"a2a": "agent_runs.protocols.a2a.push.task_push_notify"}
 
 # Models (docs/configuration.md, "Models"): "demo" runs offline with no key.
 AGENT_WORKER_MODEL = env_str("AGENT_WORKER_MODEL", "demo")

@@ -1,3 +1,7 @@
+"""Every route of the service, mounted in this one place: each app's and protocol's URL
+module under its prefix, and the routes Channels serves (``asgi_http_urlpatterns``,
+``websocket_urlpatterns``, read by config/asgi.py)."""
+
 from django.contrib import admin
 from django.urls import include, path, re_path
 from django.views.decorators.cache import cache_page
@@ -6,7 +10,9 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, Spec
 
 # Registers the AG-UI views' schema descriptions (drf-spectacular extensions).
 import agent_runs.protocols.agui.openapi  # noqa: F401
+from agent_runs.protocols.agent_protocol import routing as agent_protocol_routing
 from agent_runs.protocols.agent_protocol import urls as agent_protocol_urls
+from agent_runs.protocols.agui import routing as agui_routing
 from config.exceptions import unrouted
 
 # The admin's "View site" link.
@@ -20,7 +26,9 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     # The AgentScope Agent API, before the AG-UI routes it shares a prefix with.
     path("api/v1/agent/", include("agent_runs.protocols.agent_api.urls")),
-    path("api/v1/agent/", include("agent_runs.urls")),
+    # AG-UI: runs, the conversation endpoint, threads, interrupts, API keys, automations.
+    path("api/v1/agent/", include("agent_runs.protocols.agui.urls")),
+    path("api/v1/agent/", include("agent_runs.protocols.agui.thread_urls")),
     path("api/v1/agent/history", include("history.urls")),
     path("api/v1/agent/", include("attachments.urls")),
     path("api/v1/agent/", include("billing.urls")),
@@ -46,3 +54,8 @@ urlpatterns = [
 ]
 
 handler404 = "config.exceptions.not_found"
+
+# The routes Channels serves itself (config/asgi.py), mounted here with the rest: the
+# streams served by consumers rather than views, before Django, and the WebSockets.
+asgi_http_urlpatterns = [*agui_routing.http_urlpatterns]
+websocket_urlpatterns = [*agent_protocol_routing.websocket_urlpatterns]

@@ -1,6 +1,6 @@
 """Domain errors of the history API, each with its ``code`` and HTTP ``status``."""
 
-from config.errors import DomainError
+from agent_runs.errors import DomainError
 
 
 class HistoryQueryInvalid(DomainError):

@@ -5,10 +5,10 @@ from typing import Any
 
 from agent_runs import metrics
 from agent_runs.models import Run
+from agent_runs.push.services import push_delivery_attempt
 from agent_runs.runtime.execution import error_code, run_execute
 from agent_runs.runtime.host import with_reconnect
 from agent_runs.services.lifecycle import run_dispatch_next, run_fail
-from agent_runs.services.push import push_delivery_attempt
 
 
 async def run_execute_job(run_pk: int) -> None:
@@ -37,5 +37,5 @@ def run_job_failed(job: Any, connection: Any, exc_type: Any, exc_value: Any, tb:
 
 
 def push_deliver_job(delivery_id: str) -> None:
-    """One attempt at a push notification (agent_runs/services/push.py)."""
+    """One attempt at a push notification (agent_runs/push/services.py)."""
     push_delivery_attempt(delivery_id=uuid.UUID(delivery_id))

@@ -1,5 +1,5 @@
 """Traces of runs on the worker (docs/operations.md, "Tracing"): with tracing on
-(config/tracing.py), each run a job executes is a trace of its own: a span for the run,
+(agent_runs/tracing.py), each run a job executes is a trace of its own: a span for the run,
 linked to the span of the request that made it (the trace context kept in ``Run.request``),
 a span for each stage, each model call (OpenTelemetry's GenAI conventions, with the call's
 cost) and each tool call, every one of them with the run's and the thread's ids.
@@ -24,7 +24,7 @@ from decimal import Decimal
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
-from config.tracing import RUN_TRACE_CONTEXT_KEY, tracing_start
+from agent_runs.tracing import RUN_TRACE_CONTEXT_KEY, tracing_start
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Span, Tracer

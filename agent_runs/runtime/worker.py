@@ -52,6 +52,7 @@ from rq.utils import now
 import agent_runs.runtime.jobs  # noqa: F401 - preloaded on purpose, see the module docstring
 from agent_runs import metrics
 from agent_runs.events.emitter import close_event_connection
+from agent_runs.push.services import push_deliveries_enqueue_due
 from agent_runs.runtime import agentscope_tuning
 from agent_runs.runtime.agents import WORKER_SYSTEM_PROMPT, conversation, worker_reply
 from agent_runs.runtime.async_bridge import drain
@@ -64,9 +65,8 @@ from agent_runs.runtime.tracing import worker_tracing_start
 from agent_runs.services.automations import automations_fire_due
 from agent_runs.services.interrupts import interrupts_expire
 from agent_runs.services.lifecycle import runs_heartbeat, runs_recover
-from agent_runs.services.push import push_deliveries_enqueue_due
 from agent_runs.services.workers import worker_beat, worker_beat_end, worker_beats_prune
-from config.tracing import tracing_flush
+from agent_runs.tracing import tracing_flush
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")

@@ -19,7 +19,12 @@ from django.http import Http404
 from django.utils import timezone
 
 from agent_runs.agent_config import automation_config_check
-from agent_runs.errors import AutomationJobBusy, AutomationJobInvalid, AutomationJobNameTaken
+from agent_runs.errors import (
+    AutomationJobBusy,
+    AutomationJobInvalid,
+    AutomationJobNameTaken,
+    DomainError,
+)
 from agent_runs.models import RUN_ACTIVE_STATUSES, AutomationJob, MultitaskStrategy, Run
 from agent_runs.run_input import AUTOMATION_JOB_CONTEXT, RunAgentInput
 from agent_runs.schedules import (
@@ -31,7 +36,6 @@ from agent_runs.schedules import (
     zone_get,
 )
 from agent_runs.services.runs import RunOptions, run_create
-from config.errors import DomainError
 
 logger = logging.getLogger(__name__)
 

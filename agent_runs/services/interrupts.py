@@ -43,7 +43,7 @@ from agent_runs.selectors.interrupts import interrupt_id_possible
 from agent_runs.services.queue import run_enqueue
 from agent_runs.services.webhooks import interrupts_opened_push
 from agent_runs.signals import run_status_changed_send, run_status_heard
-from config.tracing import with_trace_context
+from agent_runs.tracing import with_trace_context
 
 # AG-UI's reasons: an approval of a backend tool, and a client's tool call (which AG-UI
 # reports as a pending tool call, not as an interrupt).
@@ -312,6 +312,7 @@ def _continuation_create(thread: Thread, held: Run) -> Run:
         parent_run_id=held.parent_run_id or held.run_id,
         continues=held,
         runtime_mode=held.runtime_mode,
+        protocol=held.protocol,
         input=snapshot,
         input_sha256=snapshot_sha256(snapshot),
         client_time=held.client_time,

@@ -3,18 +3,17 @@
 import logging
 import time
 from collections.abc import Sequence
-from functools import cache
 
-import django_rq
 from django.conf import settings
 from django.db import connection as db_connection
 from redis.exceptions import RedisError
-from rq import Callback, Queue
+from rq import Callback
 from rq.command import send_stop_job_command
 from rq.exceptions import InvalidJobOperation, NoSuchJobError
 from rq.job import Job, JobStatus
 
 from agent_runs.models import Run
+from agent_runs.queues import runs_queue
 
 logger = logging.getLogger(__name__)
 
@@ -22,13 +21,6 @@ logger = logging.getLogger(__name__)
 RUN_JOB = "agent_runs.runtime.jobs.run_execute_job"
 RUN_JOB_FAILED = "agent_runs.runtime.jobs.run_job_failed"
 _STOP_WAIT_SECONDS = 2.0
-
-
-@cache
-def runs_queue() -> Queue:
-    """The runs queue, made once per process so its Redis connection pool is reused
-    (redis-py pools are thread-safe)."""
-    return django_rq.get_queue(settings.AGENT_RUNS_QUEUE)
 
 
 def run_enqueue(*, run: Run) -> None:

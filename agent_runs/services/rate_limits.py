@@ -21,8 +21,8 @@ from limits.strategies import MovingWindowRateLimiter
 from redis.exceptions import RedisError
 
 from agent_runs import metrics
+from agent_runs.errors import DomainError
 from agent_runs.models import RUN_ACTIVE_STATUSES, Interrupt, Run
-from config.errors import DomainError
 
 logger = logging.getLogger(__name__)
 

@@ -8,8 +8,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from agent_runs.models import Interrupt, Run, Thread, UserProfile
+from agent_runs.push.services import push_enqueue_to_user, push_url_check
 from agent_runs.selectors.interrupts import interrupt_detail
-from agent_runs.services.push import push_enqueue_to_user, push_url_check
 
 INTERRUPT_OPENED = "interrupt.opened"
 

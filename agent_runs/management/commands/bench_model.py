@@ -30,11 +30,11 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from agent_runs.benchmarks import cpu_reference_line, cpu_reference_ms
 from agent_runs.models import Run, Thread
 from agent_runs.runtime.model_bench import model_path_bench
 from billing.models import ModelDailyUsage, PriceCatalogEntry, PriceTier, UsageRecord
 from billing.services import usage_record
-from config.benchmarks import cpu_reference_line, cpu_reference_ms
 
 _MODEL_ID = "deepseek/bench-model"
 

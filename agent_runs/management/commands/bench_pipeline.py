@@ -26,8 +26,8 @@ from urllib.parse import urlsplit
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from agent_runs.benchmarks import cpu_reference_line, cpu_reference_ms
 from agent_runs.services.tokens import api_token_create
-from config.benchmarks import cpu_reference_line, cpu_reference_ms
 
 _TOOL_RUN = "/tool calendar_list"
 

@@ -19,9 +19,9 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from rq.job import Job
 
+from agent_runs.benchmarks import cpu_reference_line, cpu_reference_ms
 from agent_runs.models import Run
 from agent_runs.services.tokens import api_token_create
-from config.benchmarks import cpu_reference_line, cpu_reference_ms
 
 
 class Command(BaseCommand):

@@ -7,7 +7,7 @@
 - The libraries AgentScope imports but the worker never calls are loaded only if used
   (runtime/lazy_imports.py), about 36 MiB more: the worker's class, and with it the
   pipeline and AgentScope, is imported before django-rq's command runs.
-- What it imported is then out of the garbage collector's sight (config/heap.py).
+- What it imported is then out of the garbage collector's sight (agent_runs/heap.py).
 
 ``agent_runs`` comes before ``django_rq`` in ``INSTALLED_APPS``, so this is the command
 ``manage.py rqworker`` runs.
@@ -22,8 +22,8 @@ from django.core import checks
 from django.utils.module_loading import import_string
 from django_rq.management.commands.rqworker import Command as RQWorkerCommand
 
+from agent_runs.heap import freeze_startup_heap
 from agent_runs.runtime import lazy_imports
-from config.heap import freeze_startup_heap
 
 
 class Command(RQWorkerCommand):

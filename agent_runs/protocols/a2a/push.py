@@ -1,8 +1,8 @@
 """A2A push notifications: the task push notification config methods (1.0
 ``Create/Get/List/DeleteTaskPushNotificationConfig``, 0.3 ``tasks/pushNotificationConfig/
-{set,get,list,delete}``) on the run core's outbox (agent_runs/services/push.py), and the
-``run_status_changed`` receiver that writes a task's notifications in the transaction of
-each change of its state. docs/protocols/a2a.md, Push notifications; docs/push.md.
+{set,get,list,delete}``) on the run core's outbox (agent_runs/push/services.py), and the
+notifier that writes a task's notifications (agent_runs/push/receivers.py) in the
+transaction of each change of its state. docs/protocols/a2a.md, Push notifications; docs/push.md.
 
 A config is the SDK's ``TaskPushNotificationConfig``; its ``id`` defaults to the task id, as
 the SDK's server does (``normalize_push_notification_config``). Each notification is a 1.0
@@ -39,12 +39,11 @@ from agent_runs.protocols.a2a.selectors import (
     task_runs_of_run,
     task_snapshot,
 )
-from agent_runs.selectors.push import (
+from agent_runs.push.selectors import (
     push_config_get_for_task,
-    push_configs_for_run,
     push_configs_for_task,
 )
-from agent_runs.services.push import push_config_create, push_config_delete, push_enqueue
+from agent_runs.push.services import push_config_create, push_config_delete, push_enqueue
 
 # The header a2a-sdk's sender puts the config's token in (BasePushNotificationSender).
 TOKEN_HEADER = "X-A2A-Notification-Token"
@@ -64,18 +63,10 @@ _PUSHED_STATES = {
 # --- Notifications ----------------------------------------------------------------------
 
 
-def on_run_status(sender: type[Run], run: Run, status: Run.Status, **kwargs: Any) -> None:
-    """``run_status_changed`` (named in ``AGENT_RUN_STATUS_RECEIVERS``): one outbox row per
-    config of the run's task, in the transaction of the change. One query when the task has
-    no config, none for a run another protocol made (the receiver hears every run's changes:
-    this keeps them from paying a query)."""
-    state = _PUSHED_STATES.get(status)
-    if state is None or run.request.get("protocol") != PROTOCOL:
-        return
-    task_id = run.parent_run_id or run.run_id
-    configs = list(push_configs_for_run(run=run, protocol=PROTOCOL).filter(task_ref=task_id))
-    if configs:
-        push_enqueue(configs=configs, body=task_push_body(run=run, state=state))
+def task_push_notify(*, run: Run, status: Run.Status, configs: list[PushConfig]) -> None:
+    """The notifier ``PUSH_NOTIFIERS`` names for A2A (agent_runs/push/receivers.py): the
+    change of the run's task, one outbox row per config, in the transaction of the change."""
+    push_enqueue(configs=configs, body=task_push_body(run=run, state=_PUSHED_STATES[status]))
 
 
 def task_push_body(*, run: Run, state: str) -> Wire:

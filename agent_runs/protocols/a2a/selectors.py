@@ -20,7 +20,7 @@ from agent_runs.protocols.a2a.outbound import (
     Wire,
 )
 
-# How this protocol marks the runs it creates (``Run.request["protocol"]``).
+# How this protocol marks the runs it creates in ``Run.request`` (``Run.protocol`` too).
 PROTOCOL = "a2a"
 
 # A run's state from its row alone, for when its journal has not said (a run cancelled
@@ -233,7 +233,7 @@ def tasks_of_user(
     """The caller's tasks (the runs this protocol began), newest first, ``page_size`` at a
     time after the cursor ``page_token`` (the last task's row number, as text)."""
     roots = Run.objects.filter(
-        thread__owner_id=user.pk, request__protocol=PROTOCOL, parent_run_id=""
+        thread__owner_id=user.pk, protocol=Run.Protocol.A2A, parent_run_id=""
     )
     if context_id is not None:
         roots = roots.filter(thread_id=context_id)

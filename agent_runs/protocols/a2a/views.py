@@ -52,6 +52,7 @@ from rest_framework.response import Response
 from agent_runs.authentication import api_key_scope_require, request_user
 from agent_runs.awaited import awaited_response, run_end_answer
 from agent_runs.errors import (
+    DomainError,
     InterruptClosed,
     InterruptExpired,
     InterruptOpen,
@@ -91,13 +92,12 @@ from agent_runs.protocols.a2a.selectors import (
     tasks_of_user,
 )
 from agent_runs.protocols.a2a.stream import task_events
+from agent_runs.push.services import push_url_check
 from agent_runs.run_input import RunAgentInput
 from agent_runs.selectors.runs import session_thread_id
 from agent_runs.services.lifecycle import run_cancel
-from agent_runs.services.push import push_url_check
 from agent_runs.services.rate_limits import RateLimited
 from agent_runs.services.runs import RunOptions, TurnRule, run_create
-from config.errors import DomainError
 
 _TAGS = ["a2a"]
 
@@ -244,6 +244,7 @@ def _send(request: Request, call: RpcCall, *, stream: bool) -> HttpResponseBase:
                 run_input=_run_input(target, message, run_id, text),
                 options=RunOptions(request=kept, turn=target.turn),
                 multitask=multitask,
+                protocol=Run.Protocol.A2A,
             )
             if params.configuration.HasField("task_push_notification_config"):
                 task_push_config_create(

@@ -14,7 +14,7 @@ from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 from rest_framework.views import APIView, exception_handler
 
-from config.errors import DomainError
+from agent_runs.errors import DomainError
 
 
 class BodyInvalid(DomainError):

@@ -8,7 +8,7 @@ from agent_runs.models import RUN_ACTIVE_STATUSES, Run
 from agent_runs.protocols.agent_api.outbound import ResponseFacts, response_current
 from billing.selectors import run_usage_summary
 
-# How this protocol marks the runs it creates (``Run.request["protocol"]``).
+# How this protocol marks the runs it creates in ``Run.request`` (``Run.protocol`` too).
 PROTOCOL = "agent_api"
 
 
@@ -20,7 +20,7 @@ def run_request_kept(*, session_id: str, kept: dict[str, Any]) -> dict[str, Any]
 def response_facts(*, run: Run) -> ResponseFacts:
     """The run's facts as they stand: its end and usage once it has ended. A run another
     protocol created answers its thread id as its session."""
-    own = run.request.get("protocol") == PROTOCOL
+    own = run.protocol == Run.Protocol.AGENT_API
     facts = ResponseFacts(
         response_id=run.run_id,
         session_id=str(run.request["session_id"]) if own else str(run.thread_id),

@@ -110,6 +110,7 @@ class ProcessApi(_Api):
             run_input=request_run_input(request=body, thread_id=thread_id),
             options=RunOptions(request=run_request_kept(session_id=session, kept=body.kept())),
             multitask=body.multitask,
+            protocol=Run.Protocol.AGENT_API,
         )
         if body.stream:
             return _stream_of(request, run, after=None)

@@ -7,7 +7,7 @@ answers at once, through any protocols, exactly one wins (both take the thread's
 from django.contrib.auth.models import AbstractBaseUser
 
 from agent_runs.errors import InterruptNotAnApproval, InterruptNotFound
-from agent_runs.models import Interrupt, Thread
+from agent_runs.models import Interrupt, Run, Thread
 from agent_runs.protocols.agent_protocol.inbound import ApprovalAnswer
 from agent_runs.selectors.interrupts import interrupt_get_for_user
 from agent_runs.services.interrupts import interrupt_answer
@@ -41,6 +41,7 @@ def approval_answer(*, user: AbstractBaseUser, thread: Thread, answer: ApprovalA
             user=user,
             run_input=answer.run_input(thread_id=thread.pk),
             options=RunOptions(step_budget=0, answer_artifact=interrupt.run.answer_artifact),
+            protocol=Run.Protocol.AGENT_PROTOCOL,
         )
     else:
         interrupt_answer(user=user, interrupt_id=interrupt.id, payload=answer.payload())

@@ -149,6 +149,7 @@ class TaskListApi(_Api):
             user=request_user(request),
             run_input=run_input,
             options=RunOptions(answer_artifact=True, thread_metadata=metadata),
+            protocol=Run.Protocol.AGENT_PROTOCOL,
         )
         return Response(spec_task_created(run.thread, text))
 

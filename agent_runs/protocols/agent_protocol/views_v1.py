@@ -149,6 +149,7 @@ class TaskListApi(_Api):
                 user=user,
                 run_input=task_run_input(thread_id=uuid.uuid4(), text=text),
                 options=RunOptions(step_budget=0, answer_artifact=True, thread_metadata=metadata),
+                protocol=Run.Protocol.AGENT_PROTOCOL,
             )
             thread = run.thread
         return Response(v1_task(task_get(user=user, thread_id=thread.pk)))
@@ -239,6 +240,7 @@ def step_execute(
             run_input=task_run_input(thread_id=thread.pk, text=text),
             options=RunOptions(step_budget=1, answer_artifact=True),
             multitask=multitask,
+            protocol=Run.Protocol.AGENT_PROTOCOL,
         )
         finished_before: set[uuid.UUID] = set()
     else:

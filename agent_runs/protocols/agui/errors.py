@@ -6,7 +6,7 @@ from typing import Any
 
 from django.http import Http404
 
-from config.errors import DomainError
+from agent_runs.errors import DomainError
 
 NOT_AUTHENTICATED = (
     401,

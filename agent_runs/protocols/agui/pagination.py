@@ -11,9 +11,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
+from agent_runs.errors import DomainError
 from agent_runs.selectors.interrupts import InterruptPosition
 from agent_runs.selectors.threads import RunPosition, ThreadPosition
-from config.errors import DomainError
 
 DEFAULT_LIMIT = 20
 MAX_LIMIT = 100

@@ -1,5 +1,5 @@
 """The threads-and-runs REST routes, the interrupts' list, the caller's API keys and automation
-jobs (mounted at api/v1/agent/ by agent_runs/urls.py). GET runs/<run_id> sits beside urls.py's
+jobs (mounted at api/v1/agent/ by config/urls.py). GET runs/<run_id> sits beside urls.py's
 POST runs and runs/<run_id>/cancel: no path is both."""
 
 from django.urls import path

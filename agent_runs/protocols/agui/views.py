@@ -17,6 +17,7 @@ from agent_runs.errors import OnDisconnectInvalid, RunPayloadTooLarge
 from agent_runs.events.reads import event_stream_start
 from agent_runs.events.sse import sse_response
 from agent_runs.json_input import MalformedJson
+from agent_runs.models import Run
 from agent_runs.protocols.agui.capabilities import agent_capabilities
 from agent_runs.protocols.agui.client_events import ClientEvents
 from agent_runs.protocols.agui.parsing import (
@@ -79,6 +80,7 @@ class _RunStartApi(APIView):
             run_input=turn.run_input,
             earlier_message_ids=turn.earlier_message_ids,
             multitask=multitask,
+            protocol=Run.Protocol.AGUI,
         )
         if not streams:
             response = task_accepted_response(run=run)

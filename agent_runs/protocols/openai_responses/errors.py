@@ -10,7 +10,7 @@ from rest_framework import exceptions
 from rest_framework.response import Response
 from rest_framework.views import APIView, exception_handler
 
-from config.errors import DomainError
+from agent_runs.errors import DomainError
 
 # The error ``type`` OpenAI gives each status.
 _TYPES = {

@@ -255,6 +255,7 @@ def _turn_create(request: Request, body: ResponseCreate) -> tuple[Run, int]:
                 turn=turn,
             ),
             multitask=body.multitask,
+            protocol=Run.Protocol.OPENAI_RESPONSES,
         )
     except Http404:  # a conversation named by the UUID of someone else's thread
         raise ConversationNotFound(str(body.conversation_id)) from None
@@ -298,6 +299,7 @@ def _approvals_answer(request: Request, body: ResponseCreate) -> tuple[Run, int]
             options=RunOptions(
                 request=response_request(body, previous_response_id=previous.run_id)
             ),
+            protocol=Run.Protocol.OPENAI_RESPONSES,
         )
     except InterruptClosed as exc:
         raise ApprovalRequestClosed(

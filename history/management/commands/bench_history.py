@@ -22,9 +22,9 @@ from django.db import connection
 from django.db.models import DateTimeField, ExpressionWrapper, F, Value
 from django.test import Client
 
+from agent_runs.benchmarks import cpu_reference_ms
 from agent_runs.models import Message, Thread, UserProfile, Visibility
 from agent_runs.services.tokens import api_token_create
-from config.benchmarks import cpu_reference_ms
 from history.selectors import history_snapshot_get
 
 _USERNAME = "bench-history"

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from agent_runs.push_signing import push_signature_verify
+from agent_runs.push.signing import push_signature_verify
 
 
 @dataclass

@@ -8,13 +8,13 @@ from django.contrib.auth import get_user_model
 from django.http import Http404
 
 from agent_runs.models import PushDelivery, Thread
-from agent_runs.selectors.push import (
+from agent_runs.push.selectors import (
     push_config_get_for_task,
     push_config_get_for_user,
     push_configs_for_task,
     push_deliveries_for_config,
 )
-from agent_runs.services.push import push_config_create, push_config_delete
+from agent_runs.push.services import push_config_create, push_config_delete
 
 pytestmark = pytest.mark.django_db
 

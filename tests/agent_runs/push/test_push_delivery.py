@@ -13,7 +13,7 @@ from django.test import TestCase
 from django.utils import timezone
 
 from agent_runs.models import PushConfig, PushDelivery, Thread
-from agent_runs.services.push import (
+from agent_runs.push.services import (
     LAST_ATTEMPT_LOST,
     REFUSED_PRIVATE,
     push_config_create,

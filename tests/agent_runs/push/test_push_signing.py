@@ -3,7 +3,7 @@
 import hashlib
 import hmac
 
-from agent_runs.push_signing import push_signature_header, push_signature_verify
+from agent_runs.push.signing import push_signature_header, push_signature_verify
 
 BODY = b'{"taskId":"t-1","status":{"state":"completed"}}'
 NOW = 1_800_000_000

@@ -9,7 +9,7 @@ from django.contrib.auth import get_user_model
 
 from agent_runs.errors import PushUrlRefused
 from agent_runs.models import PushConfig, Thread
-from agent_runs.services.push import push_config_create, push_url_check
+from agent_runs.push.services import push_config_create, push_url_check
 
 PRIVATE = (
     "push notification URL refused: the host is a private, loopback, link-local or reserved "

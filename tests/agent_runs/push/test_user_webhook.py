@@ -11,7 +11,7 @@ import pytest
 from django.contrib.auth import get_user_model
 
 from agent_runs.models import PushDelivery, UserProfile
-from agent_runs.services.push import (
+from agent_runs.push.services import (
     REFUSED_PRIVATE,
     WEBHOOK_REMOVED,
     push_deliveries_enqueue_due,

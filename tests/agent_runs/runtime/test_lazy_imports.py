@@ -1,7 +1,7 @@
 """A worker process loads less (agent_runs/runtime/lazy_imports.py and the ``rqworker``
 command): what AgentScope imports but never calls is loaded only when used, and the URL
 configuration (every protocol's views and SDKs) not at all. A worker, and daphne, keep
-what they imported at start out of the garbage collector's sight (config/heap.py)."""
+what they imported at start out of the garbage collector's sight (agent_runs/heap.py)."""
 
 import importlib
 import importlib.util

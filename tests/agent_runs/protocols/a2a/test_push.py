@@ -25,7 +25,7 @@ from google.protobuf.json_format import MessageToDict
 
 from agent_runs.models import CalendarEvent, Interrupt, PushConfig, PushDelivery, Run
 from agent_runs.protocols.a2a.outbound import COMPLETED, INPUT_REQUIRED, TaskProjection
-from agent_runs.push_signing import push_signature_verify
+from agent_runs.push.signing import push_signature_verify
 from agent_runs.services.interrupts import interrupts_expire
 from tests.agent_runs.protocols.a2a.test_a2a_sdk import client_for, collect, message
 from tests.agent_runs.protocols.a2a.test_approvals import (

@@ -37,8 +37,8 @@ from rq.job import Job, JobStatus
 
 from agent_runs.errors import PushUrlRefused
 from agent_runs.models import PushConfig, PushDelivery, Thread, UserProfile
-from agent_runs.push_signing import DELIVERY_HEADER, SIGNATURE_HEADER, push_signature_header
-from agent_runs.services.queue import runs_queue
+from agent_runs.push.signing import DELIVERY_HEADER, SIGNATURE_HEADER, push_signature_header
+from agent_runs.queues import runs_queue
 
 logger = logging.getLogger(__name__)
 
