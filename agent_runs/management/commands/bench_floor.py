@@ -162,21 +162,7 @@ async def _serve(dsn: str, port: int) -> None:
         await queue.lpush(_QUEUE, json.dumps({"run": run_id, "tokens": int(body["tokens"])}))
         answer = web.StreamResponse(headers={"content-type": "text/event-stream"})
         await answer.prepare(request)
-        key, last = f"{_PREFIX}:run:{run_id}", "0-0"
-        while True:
-            read = await streams.xread({key: last}, block=10_000)
-            if not read:
-                break
-            frames = []
-            ended = False
-            for _, entries in read:
-                for entry_id, fields in entries:
-                    last = entry_id
-                    frames.append(b"data: " + fields[b"e"] + b"\n\n")
-                    ended = ended or fields[b"e"].startswith(b'{"type":"END"')
-            await answer.write(b"".join(frames))
-            if ended:
-                break
+        await _stream(streams, answer, f"{_PREFIX}:run:{run_id}")
         await answer.write_eof()
         return answer
 
@@ -187,6 +173,25 @@ async def _serve(dsn: str, port: int) -> None:
     await runner.setup()
     await web.TCPSite(runner, "127.0.0.1", port).start()
     await asyncio.Event().wait()
+
+
+async def _stream(streams: Any, answer: Any, key: str) -> None:
+    """The run's events as SSE frames, each read's at once, to its END event."""
+    last = "0-0"
+    while True:
+        read = await streams.xread({key: last}, block=10_000)
+        if not read:
+            break
+        frames = []
+        ended = False
+        for _, entries in read:
+            for entry_id, fields in entries:
+                last = entry_id
+                frames.append(b"data: " + fields[b"e"] + b"\n\n")
+                ended = ended or fields[b"e"].startswith(b'{"type":"END"')
+        await answer.write(b"".join(frames))
+        if ended:
+            break
 
 
 async def _work(dsn: str, model_url: str) -> None:
@@ -206,37 +211,45 @@ async def _work(dsn: str, model_url: str) -> None:
             await _run(database, queue, model, model_url, job["run"], job["tokens"])
 
 
+class _Journal:
+    """A run's events: each batch stored (one statement, committed), then published."""
+
+    def __init__(self, database: Any, redis: Any, run_id: int) -> None:
+        self.database, self.redis, self.run_id = database, redis, run_id
+        self.key = f"{_PREFIX}:run:{run_id}"
+        self.seq = 0
+
+    async def emit(self, events: list[dict[str, Any]]) -> None:
+        payloads = [json.dumps(event, separators=(",", ":")) for event in events]
+        await self.database.execute(
+            "INSERT INTO bench_floor_event (run_id, seq, payload) "
+            "SELECT %s, s, p::jsonb FROM unnest(%s::int[], %s::text[]) AS t(s, p)",
+            (self.run_id, list(range(self.seq, self.seq + len(events))), payloads),
+        )
+        self.seq += len(events)
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for payload in payloads:
+                pipe.xadd(self.key, {"e": payload})
+            await pipe.execute()
+
+
+async def _model_call(model: Any, model_url: str, prompt: str, on_read: Any = None) -> None:
+    request = {
+        "model": "deepseek-chat",
+        "stream": True,
+        "messages": [{"role": "user", "content": prompt}],
+    }
+    async with model.post(f"{model_url}/chat/completions", json=request) as answer:
+        async for block in answer.content.iter_any():
+            if on_read is not None:
+                await on_read(block)
+
+
 async def _run(
     database: Any, redis: Any, model: Any, model_url: str, run_id: int, tokens: int
 ) -> None:
-    key = f"{_PREFIX}:run:{run_id}"
-    seq = 0
-
-    async def emit(events: list[dict[str, Any]]) -> None:
-        """Store a batch of events (one statement, committed), then publish it."""
-        nonlocal seq
-        payloads = [json.dumps(event, separators=(",", ":")) for event in events]
-        await database.execute(
-            "INSERT INTO bench_floor_event (run_id, seq, payload) "
-            "SELECT %s, s, p::jsonb FROM unnest(%s::int[], %s::text[]) AS t(s, p)",
-            (run_id, list(range(seq, seq + len(events))), payloads),
-        )
-        seq += len(events)
-        async with redis.pipeline(transaction=False) as pipe:
-            for payload in payloads:
-                pipe.xadd(key, {"e": payload})
-            await pipe.execute()
-
-    async def call(prompt: str, on_read: Any = None) -> None:
-        request = {
-            "model": "deepseek-chat",
-            "stream": True,
-            "messages": [{"role": "user", "content": prompt}],
-        }
-        async with model.post(f"{model_url}/chat/completions", json=request) as answer:
-            async for block in answer.content.iter_any():
-                if on_read is not None:
-                    await on_read(block)
+    journal = _Journal(database, redis, run_id)
+    emit = journal.emit
 
     async def answer_read(block: bytes) -> None:
         pieces = []
@@ -253,7 +266,7 @@ async def _run(
         (run_id,),
     )
     await emit([{"type": "START", "run": run_id}])
-    await call(f"route this, tokens=1: {uuid.uuid4()}")
-    await call(f"tokens={tokens}", answer_read)
-    await call("remember this, tokens=1")
+    await _model_call(model, model_url, f"route this, tokens=1: {uuid.uuid4()}")
+    await _model_call(model, model_url, f"tokens={tokens}", answer_read)
+    await _model_call(model, model_url, "remember this, tokens=1")
     await emit([{"type": "END", "run": run_id}])
