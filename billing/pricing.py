@@ -237,14 +237,7 @@ def summarise(calls: Sequence[PricedCall]) -> UsageSummary:
     else:
         cost = sum((call.catalog_cost or Decimal(0) for call in calls), Decimal(0))
     return UsageSummary(
-        input_tokens=sum(usage.input_tokens or 0 for usage in usages),
-        output_tokens=sum(usage.output_tokens or 0 for usage in usages),
-        total_tokens=sum(usage.total_tokens or 0 for usage in usages),
-        latency_ms=sum(usage.latency_ms or 0 for usage in usages),
-        cached_prompt_tokens=sum(usage.cached_prompt_tokens for usage in usages),
-        prompt_cache_hit_tokens=sum(usage.prompt_cache_hit_tokens for usage in usages),
-        prompt_cache_miss_tokens=sum(usage.prompt_cache_miss_tokens for usage in usages),
-        reasoning_tokens=sum(usage.reasoning_tokens for usage in usages),
+        **_summed(usages),
         direct_cost=direct_cost,
         direct_cost_observed=int(bool(direct)),
         direct_cost_complete=int(bool(direct) and len(direct) == len(calls)),
@@ -257,6 +250,17 @@ def summarise(calls: Sequence[PricedCall]) -> UsageSummary:
         currency=currencies.pop() if len(currencies) == 1 else "",
         unpriced_calls=unpriced,
     )
+
+
+# A summary's sums of its calls' counts (an unknown count adds nothing).
+_SUMMED = (
+    *("input_tokens", "output_tokens", "total_tokens", "latency_ms", "cached_prompt_tokens"),
+    *("prompt_cache_hit_tokens", "prompt_cache_miss_tokens", "reasoning_tokens"),
+)
+
+
+def _summed(usages: Sequence[CallUsage]) -> dict[str, Any]:
+    return {name: sum(getattr(usage, name) or 0 for usage in usages) for name in _SUMMED}
 
 
 def usage_digest(summary: UsageSummary) -> dict[str, Any]:

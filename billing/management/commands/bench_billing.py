@@ -69,37 +69,9 @@ class Command(BaseCommand):
 
     def _seed(self, users: int, records: int) -> None:
         started = time.perf_counter()
-        pricing_catalog_update(
-            prices=[
-                CatalogPrice(
-                    model_id=model_id,
-                    currency="USD",
-                    tiers=(
-                        PriceTier(32_000, Decimal("0.0000004"), Decimal("0.0000012")),
-                        PriceTier(None, Decimal("0.0000012"), Decimal("0.0000036")),
-                    ),
-                    source="bench",
-                )
-                for model_id in MODELS
-            ]
-        )
+        _seed_catalog()
         with transaction.atomic():
-            user_model = get_user_model()
-            people = user_model.objects.bulk_create(
-                user_model(username=f"{PREFIX}{index}") for index in range(users)
-            )
-            threads = Thread.objects.bulk_create(Thread(owner=person) for person in people)
-            runs = Run.objects.bulk_create(
-                Run(
-                    thread=thread,
-                    run_id=f"bench-{uuid.uuid4().hex[:12]}",
-                    runtime_mode=Run.RuntimeMode.CHAT,
-                    status=Run.Status.COMPLETED,
-                    input={},
-                    input_sha256="",
-                )
-                for thread in threads
-            )
+            people, runs = _seed_runs(users)
             _insert_records(
                 records,
                 run_ids=[run.pk for run in runs],
@@ -192,6 +164,45 @@ def _render(view: Callable[..., Any], factory: RequestFactory, query: str, user:
         response.render()
     if response.status_code != 200:
         raise CommandError(f"{query or 'list'} answered {response.status_code}")
+
+
+def _seed_catalog() -> None:
+    """A two-tier price for each benchmark model."""
+    pricing_catalog_update(
+        prices=[
+            CatalogPrice(
+                model_id=model_id,
+                currency="USD",
+                tiers=(
+                    PriceTier(32_000, Decimal("0.0000004"), Decimal("0.0000012")),
+                    PriceTier(None, Decimal("0.0000012"), Decimal("0.0000036")),
+                ),
+                source="bench",
+            )
+            for model_id in MODELS
+        ]
+    )
+
+
+def _seed_runs(users: int) -> tuple[list[Any], list[Run]]:
+    """``users`` users, each with a thread and one completed run."""
+    user_model = get_user_model()
+    people = user_model.objects.bulk_create(
+        user_model(username=f"{PREFIX}{index}") for index in range(users)
+    )
+    threads = Thread.objects.bulk_create(Thread(owner=person) for person in people)
+    runs = Run.objects.bulk_create(
+        Run(
+            thread=thread,
+            run_id=f"bench-{uuid.uuid4().hex[:12]}",
+            runtime_mode=Run.RuntimeMode.CHAT,
+            status=Run.Status.COMPLETED,
+            input={},
+            input_sha256="",
+        )
+        for thread in threads
+    )
+    return people, runs
 
 
 def _insert_records(count: int, *, run_ids: list[int], user_ids: list[int]) -> None:
