@@ -26,6 +26,7 @@ from django.utils import timezone
 
 from agent_runs.models import Run, Thread
 from billing.admin import CostsAdmin, UsageRecordAdmin
+from billing.benchmarks import CALL_METADATA, CALL_USAGE
 from billing.catalog import CatalogPrice
 from billing.models import (
     Costs,
@@ -91,15 +92,6 @@ class Command(BaseCommand):
 
     def _time_usage_record(self, calls: int) -> None:
         run = Run.objects.select_related("thread").filter(thread__owner__username=f"{PREFIX}0")[0]
-        usage = {"input_tokens": 1200, "output_tokens": 300, "time": 1.234}
-        metadata = {
-            "prompt_tokens": 1200,
-            "completion_tokens": 300,
-            "total_tokens": 1500,
-            "prompt_tokens_details": {"cached_tokens": 1024},
-            "prompt_cache_hit_tokens": 1024,
-            "prompt_cache_miss_tokens": 176,
-        }
         timings = []
         for index in range(calls):
             started = time.perf_counter()
@@ -107,8 +99,8 @@ class Command(BaseCommand):
                 run=run,
                 stage="worker",
                 model_id=MODELS[index % len(MODELS)],
-                usage=usage,
-                metadata=metadata,
+                usage=CALL_USAGE,
+                metadata=CALL_METADATA,
             )
             timings.append((time.perf_counter() - started) * 1000)
         timings.sort()
