@@ -70,6 +70,14 @@ def history_day_get(
     if latest is None:
         return HistoryDay(thread_id, None, has_more=False, messages=[], locale=locale)
     day = latest.astimezone(zone).date()
+    messages, has_more = _day_messages(visible, day, zone)
+    return HistoryDay(thread_id, day, has_more=has_more, messages=messages, locale=locale)
+
+
+def _day_messages(
+    visible: QuerySet[Message], day: date, zone: ZoneInfo
+) -> tuple[list[Message], bool]:
+    """The visible messages of ``day`` in ``seq`` order, and whether any is earlier."""
     start = _day_start(day, zone)
     messages = list(
         visible.filter(created_at__gte=start, created_at__lt=_day_after(day, zone))
@@ -78,8 +86,7 @@ def history_day_get(
     )
     # Ordered, so that it is an index probe rather than a scan hoping to meet a row early.
     earlier = visible.filter(created_at__lt=start).order_by("-created_at")
-    has_more = earlier.values_list("pk", flat=True).first() is not None
-    return HistoryDay(thread_id, day, has_more=has_more, messages=messages, locale=locale)
+    return messages, earlier.values_list("pk", flat=True).first() is not None
 
 
 def _visible_messages(

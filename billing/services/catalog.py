@@ -36,8 +36,7 @@ def pricing_catalog_update(
     earlier entries, and the costs recorded with them, stay as they were. Running it again
     with the same prices changes nothing. All or nothing: ``CatalogError`` changes nothing.
     """
-    if models is not None:
-        prices = _prices_of(prices, models)
+    prices = prices if models is None else _prices_of(prices, models)
     now = timezone.now()
     latest = selectors.price_entries_latest(model_ids=[price.model_id for price in prices])
     result = CatalogUpdate()

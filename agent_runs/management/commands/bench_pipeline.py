@@ -19,6 +19,7 @@ import statistics
 import threading
 import time
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -202,7 +203,13 @@ def _one_run(host: str, port: int, token: str, content: str) -> _Timed:
         f"/api/v1/agent/runs/{thread_id}/events",
         headers={"Authorization": f"Bearer {token}"},
     )
-    stream = connection.getresponse()
+    timed = _stream_timed(connection.getresponse(), posted)
+    connection.close()
+    return timed
+
+
+def _stream_timed(stream: Iterable[bytes], posted: float) -> _Timed:
+    """The run's stream read to its terminal event, its moments timed from ``posted``."""
     timed = _Timed()
     for line in stream:
         if line.startswith(b"event: TEXT_MESSAGE_CONTENT"):
@@ -218,7 +225,6 @@ def _one_run(host: str, port: int, token: str, content: str) -> _Timed:
             timed.terminal = line.decode().split(": ", 1)[1].strip()
             break
     timed.to_end = (time.perf_counter() - posted) * 1000
-    connection.close()
     return timed
 
 

@@ -200,34 +200,9 @@ def _seed_runs(users: int) -> tuple[list[Any], list[Run]]:
 def _insert_records(count: int, *, run_ids: list[int], user_ids: list[int]) -> None:
     """One INSERT … SELECT: run and user by row number, 20 models, created over the last
     90 days, about 1% without a price."""
-    table = UsageRecord._meta.db_table
     with connection.cursor() as cursor:
         cursor.execute(
-            f"""
-            INSERT INTO {table} (
-                run_id, run_ref, user_id, stage, model_id, created_at, input_tokens, output_tokens,
-                total_tokens, cached_prompt_tokens, prompt_cache_hit_tokens,
-                prompt_cache_miss_tokens, reasoning_tokens, latency_ms, usage_complete,
-                catalog_cost, cost, currency, cost_source, usage, metadata
-            )
-            SELECT
-                (%(runs)s::bigint[])[1 + g %% cardinality(%(runs)s::bigint[])],
-                'bench',
-                (%(users)s::bigint[])[1 + g %% cardinality(%(users)s::bigint[])],
-                'worker',
-                (%(models)s::text[])[1 + (g * 7) %% cardinality(%(models)s::text[])],
-                now() - make_interval(secs => (g::bigint * 7919) %% %(span)s),
-                1000 + g %% 3000, 100 + g %% 500, 1100 + g %% 3000 + g %% 500, g %% 1000,
-                g %% 1000, 1000 + g %% 3000 - g %% 1000, 0, 500 + g %% 5000, true,
-                c.cost, c.cost, 'USD', 'catalog_fallback',
-                '{{}}'::jsonb, '{{}}'::jsonb
-            FROM generate_series(1, %(count)s) AS g
-            CROSS JOIN LATERAL (
-                SELECT CASE WHEN g %% 100 = 0 THEN NULL
-                       ELSE ((1000 + g %% 3000) * 0.0000004 + (100 + g %% 500) * 0.0000012)
-                       END::numeric(30, 15) AS cost
-            ) AS c
-            """,
+            _INSERT_RECORDS,
             {
                 "runs": run_ids,
                 "users": user_ids,
@@ -236,6 +211,33 @@ def _insert_records(count: int, *, run_ids: list[int], user_ids: list[int]) -> N
                 "count": count,
             },
         )
+
+
+_INSERT_RECORDS = f"""
+    INSERT INTO {UsageRecord._meta.db_table} (
+        run_id, run_ref, user_id, stage, model_id, created_at, input_tokens, output_tokens,
+        total_tokens, cached_prompt_tokens, prompt_cache_hit_tokens,
+        prompt_cache_miss_tokens, reasoning_tokens, latency_ms, usage_complete,
+        catalog_cost, cost, currency, cost_source, usage, metadata
+    )
+    SELECT
+        (%(runs)s::bigint[])[1 + g %% cardinality(%(runs)s::bigint[])],
+        'bench',
+        (%(users)s::bigint[])[1 + g %% cardinality(%(users)s::bigint[])],
+        'worker',
+        (%(models)s::text[])[1 + (g * 7) %% cardinality(%(models)s::text[])],
+        now() - make_interval(secs => (g::bigint * 7919) %% %(span)s),
+        1000 + g %% 3000, 100 + g %% 500, 1100 + g %% 3000 + g %% 500, g %% 1000,
+        g %% 1000, 1000 + g %% 3000 - g %% 1000, 0, 500 + g %% 5000, true,
+        c.cost, c.cost, 'USD', 'catalog_fallback',
+        '{{}}'::jsonb, '{{}}'::jsonb
+    FROM generate_series(1, %(count)s) AS g
+    CROSS JOIN LATERAL (
+        SELECT CASE WHEN g %% 100 = 0 THEN NULL
+               ELSE ((1000 + g %% 3000) * 0.0000004 + (100 + g %% 500) * 0.0000012)
+               END::numeric(30, 15) AS cost
+    ) AS c
+"""
 
 
 def _cleanup() -> None:
