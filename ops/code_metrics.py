@@ -91,17 +91,7 @@ def normalised_lines(text: str) -> list[tuple[int, str]]:
 def repeated_places(texts: dict[str, str], size: int = ALIKE_LINES) -> list[tuple[Place, Place]]:
     """Pairs of places with `size` or more alike lines in a row (maximal runs)."""
     lines = {path: normalised_lines(text) for path, text in texts.items()}
-    windows: dict[bytes, list[tuple[str, int]]] = defaultdict(list)
-    for path, kept in lines.items():
-        for start in range(len(kept) - size + 1):
-            joined = "\n".join(line for _, line in kept[start : start + size])
-            windows[hashlib.blake2b(joined.encode(), digest_size=16).digest()].append((path, start))
-    # Each alike window links two starts; runs of windows shifted by one make one pair.
-    links: set[tuple[str, int, str, int]] = set()
-    for starts in windows.values():
-        for i, (path_a, start_a) in enumerate(starts):
-            for path_b, start_b in starts[i + 1 :]:
-                links.add((path_a, start_a, path_b, start_b))
+    links = _alike_windows(lines, size)
     pairs = []
     for path_a, start_a, path_b, start_b in sorted(links):
         if (path_a, start_a - 1, path_b, start_b - 1) in links:
@@ -121,27 +111,50 @@ def repeated_places(texts: dict[str, str], size: int = ALIKE_LINES) -> list[tupl
     return pairs
 
 
+def _alike_windows(
+    lines: dict[str, list[tuple[int, str]]], size: int
+) -> set[tuple[str, int, str, int]]:
+    """Each pair of alike windows of ``size`` lines, as (path, start, other path, its start);
+    runs of windows shifted by one make one pair of places."""
+    windows: dict[bytes, list[tuple[str, int]]] = defaultdict(list)
+    for path, kept in lines.items():
+        for start in range(len(kept) - size + 1):
+            joined = "\n".join(line for _, line in kept[start : start + size])
+            windows[hashlib.blake2b(joined.encode(), digest_size=16).digest()].append((path, start))
+    links: set[tuple[str, int, str, int]] = set()
+    for starts in windows.values():
+        for i, (path_a, start_a) in enumerate(starts):
+            for path_b, start_b in starts[i + 1 :]:
+                links.add((path_a, start_a, path_b, start_b))
+    return links
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--list", action="store_true", help="list every function over 30 lines")
     options = parser.parse_args(argv)
-
     texts = {str(p.relative_to(ROOT)): p.read_text(encoding="utf-8") for p in source_files()}
+    functions = [f for path, text in texts.items() for f in functions_of(ast.parse(text), path)]
+    print(f"{len(texts)} modules, {len(functions)} functions (tests and migrations aside)")
+    _report_sizes(texts, functions, list_all=options.list)
+    pairs = repeated_places(texts)
+    print(f"\npairs of places with {ALIKE_LINES} or more alike lines: {len(pairs)}")
+    for a, b in pairs:
+        print(f"  {a.path}:{a.first}-{a.last}  ~  {b.path}:{b.first}-{b.last}")
+    return 0
+
+
+def _report_sizes(texts: dict[str, str], functions: list[Function], *, list_all: bool) -> None:
     long_modules = sorted(
-        ((path, text.count("\n")) for path, text in texts.items()),
-        key=lambda item: -item[1],
+        ((path, text.count("\n")) for path, text in texts.items()), key=lambda item: -item[1]
     )
     long_modules = [(path, n) for path, n in long_modules if n > MODULE_LIMIT]
-    functions = [f for path, text in texts.items() for f in functions_of(ast.parse(text), path)]
-    by_length = sorted(functions, key=lambda f: -f.length)
-    over_limit = [f for f in by_length if f.length > FUNCTION_LIMIT]
-    over_soft = [f for f in by_length if f.length > FUNCTION_SOFT_LIMIT]
-    pairs = repeated_places(texts)
-
-    print(f"{len(texts)} modules, {len(functions)} functions (tests and migrations aside)")
     print(f"\nmodules over {MODULE_LIMIT} lines: {len(long_modules)}")
     for path, n in long_modules:
         print(f"  {n:5}  {path}")
+    by_length = sorted(functions, key=lambda f: -f.length)
+    over_limit = [f for f in by_length if f.length > FUNCTION_LIMIT]
+    over_soft = [f for f in by_length if f.length > FUNCTION_SOFT_LIMIT]
     print(f"\nfunctions over {FUNCTION_LIMIT} lines: {len(over_limit)}")
     for f in over_limit:
         print(f"  {f.length:5}  {f.path}:{f.line} {f.name}")
@@ -150,13 +163,8 @@ def main(argv: list[str] | None = None) -> int:
         f"\nfunctions over {FUNCTION_SOFT_LIMIT} lines: {len(over_soft)} of {len(functions)}"
         f" = {share:.1%} (target {SOFT_SHARE_TARGET:.0%})"
     )
-    if options.list:
-        for f in over_soft:
-            print(f"  {f.length:5}  {f.path}:{f.line} {f.name}")
-    print(f"\npairs of places with {ALIKE_LINES} or more alike lines: {len(pairs)}")
-    for a, b in pairs:
-        print(f"  {a.path}:{a.first}-{a.last}  ~  {b.path}:{b.first}-{b.last}")
-    return 0
+    for f in over_soft if list_all else []:
+        print(f"  {f.length:5}  {f.path}:{f.line} {f.name}")
 
 
 if __name__ == "__main__":

@@ -69,33 +69,39 @@ class Command(BaseCommand):
         if options["role"] == "worker":
             asyncio.run(_work(dsn, options["model_url"]))
             return
-        import psycopg
-
-        with psycopg.connect(dsn, autocommit=True) as connection:
-            connection.execute(_TABLES)
-        command = [sys.executable, sys.argv[0], "bench_floor", "--model-url"]
-        common = [options["model_url"], "--port", str(options["port"]), "--prefix", _PREFIX]
-        children = [
-            subprocess.Popen([*command, *common, "--role", role]) for role in ("server", "worker")
-        ]
-        try:
-            timings = asyncio.run(_client(options))
-        finally:
-            for child in children:
-                child.terminate()
-            for child in children:
-                child.wait(10)
-            with psycopg.connect(dsn, autocommit=True) as connection:
-                connection.execute("DROP TABLE bench_floor_run, bench_floor_event")
-            import redis
-
-            client: Any = redis.Redis.from_url(settings.REDIS_URL)  # redis-py's sync/async union
-            client.delete(*client.keys(f"{_PREFIX}:*") or [_QUEUE])
+        timings = _sitting(dsn, options)
         for label, values in timings.items():
             self.stdout.write(
                 f"{label}: median {statistics.median(values):.1f} ms "
                 f"(min {min(values):.1f}, max {max(values):.1f}, n={len(values)})"
             )
+
+
+def _sitting(dsn: str, options: dict[str, Any]) -> dict[str, list[float]]:
+    """The tables made, the server and the worker started as children, the client's runs
+    timed; then everything of the sitting stopped and dropped."""
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as connection:
+        connection.execute(_TABLES)
+    command = [sys.executable, sys.argv[0], "bench_floor", "--model-url"]
+    common = [options["model_url"], "--port", str(options["port"]), "--prefix", _PREFIX]
+    children = [
+        subprocess.Popen([*command, *common, "--role", role]) for role in ("server", "worker")
+    ]
+    try:
+        return asyncio.run(_client(options))
+    finally:
+        for child in children:
+            child.terminate()
+        for child in children:
+            child.wait(10)
+        with psycopg.connect(dsn, autocommit=True) as connection:
+            connection.execute("DROP TABLE bench_floor_run, bench_floor_event")
+        import redis
+
+        client: Any = redis.Redis.from_url(settings.REDIS_URL)  # redis-py's sync/async union
+        client.delete(*client.keys(f"{_PREFIX}:*") or [_QUEUE])
 
 
 def _dsn() -> str:
@@ -153,13 +159,7 @@ async def _serve(dsn: str, port: int) -> None:
 
     async def runs(request: web.Request) -> web.StreamResponse:
         body = await request.json()
-        cursor = await database.execute(
-            "INSERT INTO bench_floor_run (status) VALUES ('queued') RETURNING id"
-        )
-        row = await cursor.fetchone()
-        assert row is not None
-        run_id = row[0]
-        await queue.lpush(_QUEUE, json.dumps({"run": run_id, "tokens": int(body["tokens"])}))
+        run_id = await _run_enqueue(database, queue, int(body["tokens"]))
         answer = web.StreamResponse(headers={"content-type": "text/event-stream"})
         await answer.prepare(request)
         await _stream(streams, answer, f"{_PREFIX}:run:{run_id}")
@@ -173,6 +173,18 @@ async def _serve(dsn: str, port: int) -> None:
     await runner.setup()
     await web.TCPSite(runner, "127.0.0.1", port).start()
     await asyncio.Event().wait()
+
+
+async def _run_enqueue(database: Any, queue: Any, tokens: int) -> int:
+    """The run's row inserted (committed) and its id pushed on the queue."""
+    cursor = await database.execute(
+        "INSERT INTO bench_floor_run (status) VALUES ('queued') RETURNING id"
+    )
+    row = await cursor.fetchone()
+    assert row is not None
+    run_id: int = row[0]
+    await queue.lpush(_QUEUE, json.dumps({"run": run_id, "tokens": tokens}))
+    return run_id
 
 
 async def _stream(streams: Any, answer: Any, key: str) -> None:

@@ -120,35 +120,17 @@ class _Burst:
     task_ids: list[str] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
     wall: float = 0.0
+    lock: threading.Lock = field(default_factory=threading.Lock)
 
 
 def _post_burst(url: Any, token: str, runs: int, concurrency: int) -> _Burst:
     """Post ``runs`` runs from ``concurrency`` clients, each on its own connection."""
     burst = _Burst()
-    lock = threading.Lock()
-    per_client = [runs // concurrency] * concurrency
-    for index in range(runs % concurrency):
-        per_client[index] += 1
-
-    def client(count: int) -> None:
-        connection = http.client.HTTPConnection(url.hostname or "", url.port or 80)
-        for _ in range(count):
-            body = json.dumps(_run_input()).encode()
-            headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
-            started = time.perf_counter()
-            connection.request("POST", "/api/v1/agent/runs", body=body, headers=headers)
-            response = connection.getresponse()
-            payload = response.read()
-            elapsed = time.perf_counter() - started
-            with lock:
-                if response.status == 202:
-                    burst.latencies.append(elapsed)
-                    burst.task_ids.append(json.loads(payload)["taskId"])
-                else:
-                    burst.failures.append(f"{response.status} {payload[:200]!r}")
-        connection.close()
-
-    threads = [threading.Thread(target=client, args=(count,)) for count in per_client]
+    share, extra = divmod(runs, concurrency)
+    threads = [
+        threading.Thread(target=_post_runs, args=(burst, url, token, share + (index < extra)))
+        for index in range(concurrency)
+    ]
     started = time.perf_counter()
     for thread in threads:
         thread.start()
@@ -156,6 +138,26 @@ def _post_burst(url: Any, token: str, runs: int, concurrency: int) -> _Burst:
         thread.join()
     burst.wall = time.perf_counter() - started
     return burst
+
+
+def _post_runs(burst: _Burst, url: Any, token: str, count: int) -> None:
+    """One client: ``count`` runs posted one after the other on one connection."""
+    connection = http.client.HTTPConnection(url.hostname or "", url.port or 80)
+    for _ in range(count):
+        body = json.dumps(_run_input()).encode()
+        headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+        started = time.perf_counter()
+        connection.request("POST", "/api/v1/agent/runs", body=body, headers=headers)
+        response = connection.getresponse()
+        payload = response.read()
+        elapsed = time.perf_counter() - started
+        with burst.lock:
+            if response.status == 202:
+                burst.latencies.append(elapsed)
+                burst.task_ids.append(json.loads(payload)["taskId"])
+            else:
+                burst.failures.append(f"{response.status} {payload[:200]!r}")
+    connection.close()
 
 
 def _run_input() -> dict[str, Any]:
