@@ -235,12 +235,7 @@ def summarise(calls: Sequence[PricedCall]) -> UsageSummary:
     usage_records = sum(1 for usage in usages if usage.usage_complete)
     direct_cost = sum(direct, Decimal(0)) if direct else None
     usage_complete = usage_records == len(calls)
-    source = cost_source_for(
-        usage_complete=usage_complete,
-        direct_cost_observed=bool(direct),
-        direct_cost_complete=len(direct) == len(calls),
-        direct_cost=direct_cost,
-    )
+    source = _calls_cost_source(usage_complete, direct, direct_cost, calls=len(calls))
     currencies = {call.currency for call in calls}
     unpriced = sum(1 for call in calls if call.catalog_cost is None)
     return UsageSummary(
@@ -256,6 +251,18 @@ def summarise(calls: Sequence[PricedCall]) -> UsageSummary:
         cost=_run_cost(calls, source, direct_cost, priced=not unpriced and len(currencies) < 2),
         currency=currencies.pop() if len(currencies) == 1 else "",
         unpriced_calls=unpriced,
+    )
+
+
+def _calls_cost_source(
+    usage_complete: bool, direct: list[Decimal], direct_cost: Decimal | None, *, calls: int
+) -> CostSource:
+    """The cost source of ``calls`` calls, ``direct`` the direct costs some reported."""
+    return cost_source_for(
+        usage_complete=usage_complete,
+        direct_cost_observed=bool(direct),
+        direct_cost_complete=len(direct) == calls,
+        direct_cost=direct_cost,
     )
 
 
