@@ -165,34 +165,44 @@ def metrics_text(*, role: ProcessRole) -> tuple[bytes, str]:
     return generate_latest(REGISTRY) + generate_latest(_ROLE_REGISTRIES[role]), CONTENT_TYPE_LATEST
 
 
+class _MetricsHandler(BaseHTTPRequestHandler):
+    """``GET`` of a worker's metrics, by the ``token`` and ``allowed`` of its subclass."""
+
+    token: str = ""
+    allowed: Sequence[IPNetwork] = ()
+
+    def do_GET(self) -> None:
+        status = metrics_access(
+            remote_addr=self.client_address[0],
+            authorization=self.headers.get("Authorization"),
+            token=self.token,
+            allowed=self.allowed,
+        )
+        body, content_type = (
+            metrics_text(role="worker") if status == 200 else (b"forbidden\n", "text/plain")
+        )
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        if status == 401:
+            self.send_header("WWW-Authenticate", "Bearer")
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass  # a scrape every few seconds is not worth a log line
+
+
 def metrics_server_start(
     *, host: str, port: int, token: str, allowed: Sequence[IPNetwork]
 ) -> ThreadingHTTPServer:
     """Serve this process's metrics on ``host:port`` from a daemon thread (a worker, which
     serves no HTTP otherwise), under the same rule as the web's ``/metrics``."""
 
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            status = metrics_access(
-                remote_addr=self.client_address[0],
-                authorization=self.headers.get("Authorization"),
-                token=token,
-                allowed=allowed,
-            )
-            body, content_type = (
-                metrics_text(role="worker") if status == 200 else (b"forbidden\n", "text/plain")
-            )
-            self.send_response(status)
-            self.send_header("Content-Type", content_type)
-            self.send_header("Content-Length", str(len(body)))
-            if status == 401:
-                self.send_header("WWW-Authenticate", "Bearer")
-            self.end_headers()
-            self.wfile.write(body)
+    class Handler(_MetricsHandler):
+        pass
 
-        def log_message(self, format: str, *args: Any) -> None:
-            pass  # a scrape every few seconds is not worth a log line
-
+    Handler.token, Handler.allowed = token, allowed
     server = ThreadingHTTPServer((host, port), Handler)
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, name="metrics-server", daemon=True).start()

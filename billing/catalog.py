@@ -106,27 +106,13 @@ def litellm_catalog_prices(
     model ids name them: ``litellm/<LiteLLM's key>`` (``litellm/openrouter/openai/gpt-4o``)
     and, for a key without its provider, ``litellm/<provider>/<key>`` too."""
     wanted = set(providers)
-    everything = LITELLM_PROVIDER in wanted
     prices: dict[str, CatalogPrice] = {}
     for key, info in model_cost.items():
-        if not isinstance(info, Mapping) or not info.get("litellm_provider"):
-            continue
-        provider = str(info["litellm_provider"])
-        if (provider not in wanted and not everything) or info.get("mode", "chat") not in (
-            _TOKEN_MODES
-        ):
-            continue
-        tiers = litellm_tiers(info)
+        provider = _litellm_chat_provider(info, wanted)
+        tiers = litellm_tiers(info) if provider else ()
         if not tiers:
             continue
-        prefixed = key.startswith(f"{provider}/")
-        ids = []
-        if provider in wanted and not (f"{provider}/{key}" in prices and not prefixed):
-            ids.append(key if prefixed else f"{provider}/{key}")
-        if everything:
-            ids += [f"{LITELLM_PROVIDER}/{key}"]
-            ids += [] if prefixed else [f"{LITELLM_PROVIDER}/{provider}/{key}"]
-        for model_id in ids:
+        for model_id in _litellm_ids(key, provider, wanted, taken=prices):
             prices[model_id] = CatalogPrice(
                 model_id=model_id,
                 currency=LITELLM_CURRENCY,
@@ -135,6 +121,33 @@ def litellm_catalog_prices(
                 source_url=str(info.get("source") or "")[:500],
             )
     return sorted(prices.values(), key=lambda price: price.model_id)
+
+
+def _litellm_chat_provider(info: Any, wanted: set[str]) -> str:
+    """The provider of a LiteLLM entry priced by the token, of a wanted provider; "" for
+    any other entry."""
+    if not isinstance(info, Mapping) or not info.get("litellm_provider"):
+        return ""
+    provider = str(info["litellm_provider"])
+    if provider not in wanted and LITELLM_PROVIDER not in wanted:
+        return ""
+    return provider if info.get("mode", "chat") in _TOKEN_MODES else ""
+
+
+def _litellm_ids(
+    key: str, provider: str, wanted: set[str], *, taken: Mapping[str, Any]
+) -> list[str]:
+    """The model ids of LiteLLM's entry ``key``: ``provider/model`` if its provider is wanted
+    (an unprefixed key yields to its prefixed twin already ``taken``), and the ``litellm/``
+    ones if every model is."""
+    prefixed = key.startswith(f"{provider}/")
+    ids = []
+    if provider in wanted and not (f"{provider}/{key}" in taken and not prefixed):
+        ids.append(key if prefixed else f"{provider}/{key}")
+    if LITELLM_PROVIDER in wanted:
+        ids += [f"{LITELLM_PROVIDER}/{key}"]
+        ids += [] if prefixed else [f"{LITELLM_PROVIDER}/{provider}/{key}"]
+    return ids
 
 
 def litellm_tiers(info: Mapping[str, Any]) -> tuple[PriceTier, ...]:
@@ -156,19 +169,23 @@ def litellm_tiers(info: Mapping[str, Any]) -> tuple[PriceTier, ...]:
     bounds: list[int | None] = [*thresholds, None]
     tiers = [PriceTier(bounds[0], base_input, base_output, base_cache, base_write)]
     for above, bound in zip(thresholds, bounds[1:], strict=True):
-        suffix = f"_above_{above // 1000}k_tokens"
-        previous = tiers[-1]
-        tiers.append(
-            PriceTier(
-                bound,
-                _price(info.get(f"input_cost_per_token{suffix}")) or previous.input_cost_per_token,
-                _price(info.get(f"output_cost_per_token{suffix}"))
-                or previous.output_cost_per_token,
-                _price(info.get(f"cache_read_input_token_cost{suffix}")),
-                _price(info.get(f"cache_creation_input_token_cost{suffix}")),
-            )
-        )
+        tiers.append(_litellm_tier_above(info, above, bound, previous=tiers[-1]))
     return tuple(tiers)
+
+
+def _litellm_tier_above(
+    info: Mapping[str, Any], above: int, bound: int | None, *, previous: PriceTier
+) -> PriceTier:
+    """The tier of prompts over ``above`` tokens (``*_above_Nk_tokens``), up to ``bound``; a
+    price it does not name is the tier below's."""
+    suffix = f"_above_{above // 1000}k_tokens"
+    return PriceTier(
+        bound,
+        _price(info.get(f"input_cost_per_token{suffix}")) or previous.input_cost_per_token,
+        _price(info.get(f"output_cost_per_token{suffix}")) or previous.output_cost_per_token,
+        _price(info.get(f"cache_read_input_token_cost{suffix}")),
+        _price(info.get(f"cache_creation_input_token_cost{suffix}")),
+    )
 
 
 def _litellm_tiered(tiered: list[Any]) -> tuple[PriceTier, ...]:

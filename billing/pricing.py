@@ -84,6 +84,29 @@ def normalise_usage(usage: Mapping[str, Any], metadata: Mapping[str, Any]) -> Ca
     if total_tokens is None and input_tokens is not None and output_tokens is not None:
         total_tokens = input_tokens + output_tokens
     hit_tokens = _first_int(metadata.get("prompt_cache_hit_tokens"))
+    cached = _cached_tokens(usage, metadata, hit_tokens, input_tokens)
+    return CallUsage(
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        total_tokens=total_tokens,
+        latency_ms=_latency_ms(usage.get("time")),
+        cached_prompt_tokens=cached,
+        prompt_cache_hit_tokens=hit_tokens or 0,
+        prompt_cache_miss_tokens=_first_int(metadata.get("prompt_cache_miss_tokens")) or 0,
+        reasoning_tokens=_reasoning_tokens(metadata),
+        direct_cost=_first_cost(
+            usage.get("cost"), metadata.get("cost"), metadata.get("total_cost")
+        ),
+        cache_write_tokens=_cache_write_tokens(usage, metadata, input_tokens, cached),
+    )
+
+
+def _cached_tokens(
+    usage: Mapping[str, Any],
+    metadata: Mapping[str, Any],
+    hit_tokens: int | None,
+    input_tokens: int | None,
+) -> int:
     cached = (
         _first_int(
             _path(metadata, "prompt_tokens_details", "cached_tokens"),
@@ -95,25 +118,16 @@ def normalise_usage(usage: Mapping[str, Any], metadata: Mapping[str, Any]) -> Ca
     )
     if input_tokens is not None:
         cached = min(cached, input_tokens)  # more cached than sent is a provider glitch
-    return CallUsage(
-        input_tokens=input_tokens,
-        output_tokens=output_tokens,
-        total_tokens=total_tokens,
-        latency_ms=_latency_ms(usage.get("time")),
-        cached_prompt_tokens=cached,
-        prompt_cache_hit_tokens=hit_tokens or 0,
-        prompt_cache_miss_tokens=_first_int(metadata.get("prompt_cache_miss_tokens")) or 0,
-        reasoning_tokens=(
-            _first_int(
-                _path(metadata, "completion_tokens_details", "reasoning_tokens"),
-                metadata.get("thoughtsTokenCount"),  # Gemini's usageMetadata
-            )
-            or 0
-        ),
-        direct_cost=_first_cost(
-            usage.get("cost"), metadata.get("cost"), metadata.get("total_cost")
-        ),
-        cache_write_tokens=_cache_write_tokens(usage, metadata, input_tokens, cached),
+    return cached
+
+
+def _reasoning_tokens(metadata: Mapping[str, Any]) -> int:
+    return (
+        _first_int(
+            _path(metadata, "completion_tokens_details", "reasoning_tokens"),
+            metadata.get("thoughtsTokenCount"),  # Gemini's usageMetadata
+        )
+        or 0
     )
 
 
@@ -221,30 +235,11 @@ def summarise(calls: Sequence[PricedCall]) -> UsageSummary:
     usage_records = sum(1 for usage in usages if usage.usage_complete)
     direct_cost = sum(direct, Decimal(0)) if direct else None
     usage_complete = usage_records == len(calls)
-    source = cost_source_for(
-        usage_complete=usage_complete,
-        direct_cost_observed=bool(direct),
-        direct_cost_complete=len(direct) == len(calls),
-        direct_cost=direct_cost,
-    )
+    source = _calls_cost_source(usage_complete, direct, direct_cost, calls=len(calls))
     currencies = {call.currency for call in calls}
     unpriced = sum(1 for call in calls if call.catalog_cost is None)
-    cost: Decimal | None
-    if source == CostSource.PROVIDER:
-        cost = direct_cost
-    elif unpriced or len(currencies) > 1:
-        cost = None
-    else:
-        cost = sum((call.catalog_cost or Decimal(0) for call in calls), Decimal(0))
     return UsageSummary(
-        input_tokens=sum(usage.input_tokens or 0 for usage in usages),
-        output_tokens=sum(usage.output_tokens or 0 for usage in usages),
-        total_tokens=sum(usage.total_tokens or 0 for usage in usages),
-        latency_ms=sum(usage.latency_ms or 0 for usage in usages),
-        cached_prompt_tokens=sum(usage.cached_prompt_tokens for usage in usages),
-        prompt_cache_hit_tokens=sum(usage.prompt_cache_hit_tokens for usage in usages),
-        prompt_cache_miss_tokens=sum(usage.prompt_cache_miss_tokens for usage in usages),
-        reasoning_tokens=sum(usage.reasoning_tokens for usage in usages),
+        **_summed(usages),
         direct_cost=direct_cost,
         direct_cost_observed=int(bool(direct)),
         direct_cost_complete=int(bool(direct) and len(direct) == len(calls)),
@@ -253,10 +248,45 @@ def summarise(calls: Sequence[PricedCall]) -> UsageSummary:
         direct_cost_records=len(direct),
         cost_source=source,
         usage_complete=usage_complete,
-        cost=cost,
+        cost=_run_cost(calls, source, direct_cost, priced=not unpriced and len(currencies) < 2),
         currency=currencies.pop() if len(currencies) == 1 else "",
         unpriced_calls=unpriced,
     )
+
+
+def _calls_cost_source(
+    usage_complete: bool, direct: list[Decimal], direct_cost: Decimal | None, *, calls: int
+) -> CostSource:
+    """The cost source of ``calls`` calls, ``direct`` the direct costs some reported."""
+    return cost_source_for(
+        usage_complete=usage_complete,
+        direct_cost_observed=bool(direct),
+        direct_cost_complete=len(direct) == calls,
+        direct_cost=direct_cost,
+    )
+
+
+def _run_cost(
+    calls: Sequence[PricedCall], source: CostSource, direct_cost: Decimal | None, *, priced: bool
+) -> Decimal | None:
+    """The provider's total, or the sum of the catalog costs when every call has one in a
+    single currency (``priced``); else unknown."""
+    if source == CostSource.PROVIDER:
+        return direct_cost
+    if not priced:
+        return None
+    return sum((call.catalog_cost or Decimal(0) for call in calls), Decimal(0))
+
+
+# A summary's sums of its calls' counts (an unknown count adds nothing).
+_SUMMED = (
+    *("input_tokens", "output_tokens", "total_tokens", "latency_ms", "cached_prompt_tokens"),
+    *("prompt_cache_hit_tokens", "prompt_cache_miss_tokens", "reasoning_tokens"),
+)
+
+
+def _summed(usages: Sequence[CallUsage]) -> dict[str, Any]:
+    return {name: sum(getattr(usage, name) or 0 for usage in usages) for name in _SUMMED}
 
 
 def usage_digest(summary: UsageSummary) -> dict[str, Any]:

@@ -108,18 +108,16 @@ def price_entries_latest(*, model_ids: Iterable[str]) -> dict[str, PriceCatalogE
     return latest
 
 
+# A stored tier's fields, as the pure pricing's tier has them.
+_TIER_FIELDS = tuple(tier_field.name for tier_field in dataclass_fields(PriceTier))
+
+
 def price_of(entry: PriceCatalogEntry) -> Price:
     """A catalog entry as the pure pricing functions take it."""
     return Price(
         currency=entry.currency,
         tiers=tuple(
-            PriceTier(
-                max_prompt_tokens=tier.max_prompt_tokens,
-                input_cost_per_token=tier.input_cost_per_token,
-                output_cost_per_token=tier.output_cost_per_token,
-                cache_hit_cost_per_token=tier.cache_hit_cost_per_token,
-                cache_write_cost_per_token=tier.cache_write_cost_per_token,
-            )
+            PriceTier(**{name: getattr(tier, name) for name in _TIER_FIELDS})
             for tier in entry.tiers.all()
         ),
     )

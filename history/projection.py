@@ -58,24 +58,28 @@ def history_message(message: Message, *, locale: str) -> HistoryMessage:
             timestamp=iso_timestamp(message.created_at),
         )
     if message.role == Message.Role.USER:
-        stored = metadata.get("user_message_attachments")
-        # With several images, ``user_message_attachments_all`` lists them all (the first
-        # is also ``user_message_attachments``, the spec's one-object shape).
-        every = metadata.get("user_message_attachments_all") or stored
-        passed = {key: metadata[key] for key in _ATTACHMENT_KEYS if metadata.get(key)}
-        return HistoryMessageUser(
-            id=message.message_id,
-            seq=message.seq,
-            content=message.content,
-            attachments=history_attachments(every),
-            metadata=passed or None,
-            timestamp=iso_timestamp(message.created_at),
-        )
+        return _history_user_message(message, metadata)
     return HistoryMessageAssistant(
         id=message.message_id,
         seq=message.seq,
         content=message.content,
         ui_schema=ui_schema_build(metadata.get("agent_output"), locale=locale),
+        timestamp=iso_timestamp(message.created_at),
+    )
+
+
+def _history_user_message(message: Message, metadata: dict[str, Any]) -> HistoryMessageUser:
+    stored = metadata.get("user_message_attachments")
+    # With several images, ``user_message_attachments_all`` lists them all (the first is
+    # also ``user_message_attachments``, the spec's one-object shape).
+    every = metadata.get("user_message_attachments_all") or stored
+    passed = {key: metadata[key] for key in _ATTACHMENT_KEYS if metadata.get(key)}
+    return HistoryMessageUser(
+        id=message.message_id,
+        seq=message.seq,
+        content=message.content,
+        attachments=history_attachments(every),
+        metadata=passed or None,
         timestamp=iso_timestamp(message.created_at),
     )
 

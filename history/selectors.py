@@ -54,14 +54,9 @@ def history_day_get(
 
     ``thread_id`` is ``None`` in the answer only when the caller named no thread and has no
     visible message anywhere; ``day`` is ``None`` when the thread has no such day."""
-    if thread_id is not None:
-        found = _user_threads(user).filter(pk=thread_id).values_list("pk", _PROFILE).first()
-        if found is None:
-            raise Http404
-    else:
-        found = _latest_thread(user)
-        if found is None:
-            return HistoryDay(None, None, has_more=False, messages=[], locale="en")
+    found = _history_thread(user, thread_id)
+    if found is None:
+        return HistoryDay(None, None, has_more=False, messages=[], locale="en")
     thread_id, profile = found
     zone, locale = _zone_and_locale(profile)
     visible = _visible_messages(thread_id, include_reasoning=include_reasoning)
@@ -70,6 +65,27 @@ def history_day_get(
     if latest is None:
         return HistoryDay(thread_id, None, has_more=False, messages=[], locale=locale)
     day = latest.astimezone(zone).date()
+    messages, has_more = _day_messages(visible, day, zone)
+    return HistoryDay(thread_id, day, has_more=has_more, messages=messages, locale=locale)
+
+
+def _history_thread(
+    user: AbstractBaseUser, thread_id: uuid.UUID | None
+) -> tuple[uuid.UUID, Any] | None:
+    """(id, owner's profile) of the thread named (``Http404`` if not the user's), or of the
+    user's most recent thread with a visible message (``None``: there is none)."""
+    if thread_id is None:
+        return _latest_thread(user)
+    found = _user_threads(user).filter(pk=thread_id).values_list("pk", _PROFILE).first()
+    if found is None:
+        raise Http404
+    return found
+
+
+def _day_messages(
+    visible: QuerySet[Message], day: date, zone: ZoneInfo
+) -> tuple[list[Message], bool]:
+    """The visible messages of ``day`` in ``seq`` order, and whether any is earlier."""
     start = _day_start(day, zone)
     messages = list(
         visible.filter(created_at__gte=start, created_at__lt=_day_after(day, zone))
@@ -78,8 +94,7 @@ def history_day_get(
     )
     # Ordered, so that it is an index probe rather than a scan hoping to meet a row early.
     earlier = visible.filter(created_at__lt=start).order_by("-created_at")
-    has_more = earlier.values_list("pk", flat=True).first() is not None
-    return HistoryDay(thread_id, day, has_more=has_more, messages=messages, locale=locale)
+    return messages, earlier.values_list("pk", flat=True).first() is not None
 
 
 def _visible_messages(

@@ -1,1 +1,2 @@
-"""Operations: health (``/healthz``, ``/readyz``), Prometheus metrics and log formatting."""
+"""Operations: health (``/healthz``, ``/readyz``), Prometheus metrics, log formatting, and the
+code metrics developers check the code against (``code_metrics.py``)."""

@@ -3,6 +3,7 @@ about the user."""
 
 import uuid
 from collections.abc import Sequence
+from typing import Any
 
 from django.db import connection
 
@@ -39,22 +40,27 @@ def context_messages_for(
             ],
         )
         rows = cursor.fetchall()
-    contexts: dict[Visibility, list[tuple[str, str]]] = {}
-    for consumer in consumers:
-        chosen: list[tuple[str, str]] = []
-        spent = 0
-        for role, content, metadata, mask in rows:
-            if not mask & int(consumer):
-                continue
-            if role == Message.Role.TOOL:
-                tool = json_column(metadata).get("tool_name", "tool")
-                role, content = "assistant", f"[{tool} result] {content}"
-            spent += len(content) // 4 + 4
-            if spent > token_budget or len(chosen) == _CONTEXT_MESSAGES_MAX:
-                break
-            chosen.append((role, content))
-        contexts[consumer] = chosen[::-1]
-    return contexts
+    return {consumer: _context_of(rows, consumer, token_budget) for consumer in consumers}
+
+
+def _context_of(
+    rows: Sequence[tuple[Any, ...]], consumer: Visibility, token_budget: int
+) -> list[tuple[str, str]]:
+    """The newest of ``rows`` (newest first) the consumer may see that fit in the budget, as
+    (role, content) oldest first."""
+    chosen: list[tuple[str, str]] = []
+    spent = 0
+    for role, content, metadata, mask in rows:
+        if not mask & int(consumer):
+            continue
+        if role == Message.Role.TOOL:
+            tool = json_column(metadata).get("tool_name", "tool")
+            role, content = "assistant", f"[{tool} result] {content}"
+        spent += len(content) // 4 + 4
+        if spent > token_budget or len(chosen) == _CONTEXT_MESSAGES_MAX:
+            break
+        chosen.append((role, content))
+    return chosen[::-1]
 
 
 _CONTEXT_MESSAGES_MAX = 200

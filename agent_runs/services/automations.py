@@ -196,16 +196,21 @@ def _fire(*, job: AutomationJob, now: datetime.datetime) -> int:
         why = str(exc) if isinstance(exc, DomainError) else "the job's thread is not the owner's"
         outcome = f"skipped: {why}"
     except Exception as exc:  # a bug must not fire the job at every sweep, nor stop the others
-        logger.exception("automation job %s failed to fire", job.pk)
-        outcome = f"failed: {type(exc).__name__}"
-        if job.next_run_at is not None and job.next_run_at <= now:
-            try:
-                job.next_run_at = _next_run_at(job, now)
-            except Exception:  # a schedule that cannot be read: it stops until saved again
-                job.next_run_at = None
+        outcome = _fire_failed(job, now, exc)
     logger.info("automation job %s (%s): %s", job.pk, job.name, outcome)
     _outcome_save(job, now=now, outcome=outcome, run=run)
     return 0 if run is None else 1
+
+
+def _fire_failed(job: AutomationJob, now: datetime.datetime, exc: Exception) -> str:
+    """Log the bug (inside its ``except``), and move the job's due time past ``now``."""
+    logger.exception("automation job %s failed to fire", job.pk)
+    if job.next_run_at is not None and job.next_run_at <= now:
+        try:
+            job.next_run_at = _next_run_at(job, now)
+        except Exception:  # a schedule that cannot be read: it stops until saved again
+            job.next_run_at = None
+    return f"failed: {type(exc).__name__}"
 
 
 def _due(job: AutomationJob, now: datetime.datetime) -> DueTimes:
@@ -239,8 +244,28 @@ def _job_run_create(
         raise AutomationJobBusy()
     same = job.thread_policy == AutomationJob.ThreadPolicy.SAME
     thread_id = job.thread_id if same and job.thread_id else uuid.uuid4()
+    run_input = _job_run_input(job=job, run_id=run_id, thread_id=thread_id, at=at)
+    request = {"automation": _run_request(job=job, due=due)}
+    # On a ``same`` thread busy with a run (the job's or its owner's), the job's strategy
+    # decides as for any new message (docs/protocols/multitask.md).
+    run = run_create(
+        user=owner,
+        run_input=run_input,
+        options=RunOptions(request=request),
+        multitask=job.multitask,
+    )
+    if same:
+        job.thread_id = run.thread_id
+    return run
+
+
+def _job_run_input(
+    *, job: AutomationJob, run_id: str, thread_id: uuid.UUID, at: datetime.datetime
+) -> RunAgentInput:
+    """The job's prompt as a user message, with the job named in its context and the due
+    time as the client's time in the job's timezone."""
     local = at.astimezone(zone_get(job.timezone))
-    run_input = RunAgentInput.model_validate(
+    return RunAgentInput.model_validate(
         {
             "threadId": str(thread_id),
             "runId": run_id,
@@ -256,18 +281,6 @@ def _job_run_create(
             },
         }
     )
-    request = {"automation": _run_request(job=job, due=due)}
-    # On a ``same`` thread busy with a run (the job's or its owner's), the job's strategy
-    # decides as for any new message (docs/protocols/multitask.md).
-    run = run_create(
-        user=owner,
-        run_input=run_input,
-        options=RunOptions(request=request),
-        multitask=job.multitask,
-    )
-    if same:
-        job.thread_id = run.thread_id
-    return run
 
 
 def _run_request(*, job: AutomationJob, due: DueTimes | None) -> dict[str, Any]:

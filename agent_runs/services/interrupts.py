@@ -13,7 +13,7 @@ unanswered past ``INTERRUPT_TTL_SECONDS``; the thread is then free again.
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from functools import partial
 from typing import Any
 
@@ -86,21 +86,7 @@ def run_suspend(
     now = timezone.now()
     expires_at = now + timedelta(seconds=settings.INTERRUPT_TTL_SECONDS)
     interrupts = [
-        Interrupt(
-            id=f"int-{uuid.uuid4().hex}",
-            thread_id=run.thread_id,
-            run=run,
-            kind=call.kind,
-            reason=APPROVAL_REASON if call.kind == Interrupt.Kind.APPROVAL else CLIENT_TOOL_REASON,
-            tool_call_id=call.tool_call_id,
-            tool_name=call.tool_name,
-            arguments=call.arguments,
-            message=call.message,
-            response_schema=call.response_schema,
-            expires_at=expires_at,
-            created_at=now,
-        )
-        for call in held
+        _interrupt_of(run=run, call=call, now=now, expires_at=expires_at) for call in held
     ]
     with transaction.atomic():
         kept = Run.objects.filter(
@@ -113,6 +99,23 @@ def run_suspend(
         # with the interrupts, or roll back with them.
         interrupts_opened_push(run=run, interrupts=interrupts)
     return interrupts
+
+
+def _interrupt_of(*, run: Run, call: HeldCall, now: datetime, expires_at: datetime) -> Interrupt:
+    return Interrupt(
+        id=f"int-{uuid.uuid4().hex}",
+        thread_id=run.thread_id,
+        run=run,
+        kind=call.kind,
+        reason=APPROVAL_REASON if call.kind == Interrupt.Kind.APPROVAL else CLIENT_TOOL_REASON,
+        tool_call_id=call.tool_call_id,
+        tool_name=call.tool_name,
+        arguments=call.arguments,
+        message=call.message,
+        response_schema=call.response_schema,
+        expires_at=expires_at,
+        created_at=now,
+    )
 
 
 @dataclass(frozen=True)
@@ -277,13 +280,7 @@ def interrupt_answer(
     with transaction.atomic():
         thread = Thread.objects.select_for_update().get(pk=thread_id)
         interrupt = Interrupt.objects.select_related("run").get(pk=interrupt_id)
-        if interrupt.status != Interrupt.Status.PENDING:
-            _not_open(thread, interrupt_id)
-        if interrupt.expires_at <= timezone.now():
-            raise InterruptExpired(interrupt_id)
-        if interrupt.kind != Interrupt.Kind.APPROVAL:
-            raise InterruptNotAnApproval(interrupt_id)
-        _payload_check(interrupt, payload)
+        _approval_answerable(thread, interrupt, payload)
         Interrupt.objects.filter(pk=interrupt.pk).update(
             status=Interrupt.Status.RESOLVED, answer={"payload": payload}, closed_at=timezone.now()
         )
@@ -292,6 +289,18 @@ def interrupt_answer(
             return interrupt, None
         run = _continuation_create(thread, interrupt.run)
     return interrupt, run
+
+
+def _approval_answerable(thread: Thread, interrupt: Interrupt, payload: Any) -> None:
+    """An open approval, not expired, ``payload`` an answer its schema takes; else the
+    ``DomainError`` that says why."""
+    if interrupt.status != Interrupt.Status.PENDING:
+        _not_open(thread, interrupt.id)
+    if interrupt.expires_at <= timezone.now():
+        raise InterruptExpired(interrupt.id)
+    if interrupt.kind != Interrupt.Kind.APPROVAL:
+        raise InterruptNotAnApproval(interrupt.id)
+    _payload_check(interrupt, payload)
 
 
 def _continuation_create(thread: Thread, held: Run) -> Run:

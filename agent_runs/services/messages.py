@@ -102,23 +102,7 @@ def run_stage_messages_store(
     claim: a run cancelled meanwhile, or a job that lost its claim, keeps nothing
     (``RunNoLongerRunning``). docs/spec/chat-messages-and-attachments.md, Message Metadata."""
     drafts = [reasoning_draft(run=run, stage=stage, reasoning=part) for part in reasoning]
-    drafts += [
-        MessageDraft(
-            role=Message.Role.TOOL,
-            message_id=tool_message_id(tool.tool_call_id),
-            content=tool.result,
-            metadata={
-                "run_id": run.run_id,
-                "stage": stage,
-                "message_id": tool_message_id(tool.tool_call_id),
-                "tool_call_id": tool.tool_call_id,
-                "tool_name": tool.tool_name,
-                "tool_call_args": tool.args,
-            },
-            visibility=Visibility.CONTEXT,
-        )
-        for tool in tool_results
-    ]
+    drafts += [_tool_result_draft(run=run, stage=stage, tool=tool) for tool in tool_results]
     if answer is not None:
         drafts.append(
             MessageDraft(
@@ -132,6 +116,29 @@ def run_stage_messages_store(
         if not _append_claimed(run=run, claim_token=claim_token, drafts=drafts):
             raise RunNoLongerRunning(run.pk)
         return
+    _append_locked(run=run, claim_token=claim_token, drafts=drafts)
+
+
+def _tool_result_draft(*, run: Run, stage: str, tool: ToolResult) -> MessageDraft:
+    """A tool call's result as the thread keeps it: for the stages' context only."""
+    return MessageDraft(
+        role=Message.Role.TOOL,
+        message_id=tool_message_id(tool.tool_call_id),
+        content=tool.result,
+        metadata={
+            "run_id": run.run_id,
+            "stage": stage,
+            "message_id": tool_message_id(tool.tool_call_id),
+            "tool_call_id": tool.tool_call_id,
+            "tool_name": tool.tool_name,
+            "tool_call_args": tool.args,
+        },
+        visibility=Visibility.CONTEXT,
+    )
+
+
+def _append_locked(*, run: Run, claim_token: uuid.UUID, drafts: list[MessageDraft]) -> None:
+    """The drafts appended with the ORM (SQLite; or no drafts, to check the claim only)."""
     with transaction.atomic():
         # One statement locks both rows: the run (against a cancel) and its thread (for seq).
         thread = (

@@ -47,7 +47,8 @@ def run_enqueue(*, run: Run) -> None:
         logger.exception("could not enqueue run %s; it stays queued for recovery", run.pk)
 
 
-_PENDING_JOB_STATUSES = {
+# A job in one of these is still to run (or running): enqueueing it again would run it twice.
+PENDING_JOB_STATUSES = {
     JobStatus.QUEUED,
     JobStatus.STARTED,
     JobStatus.DEFERRED,
@@ -75,7 +76,7 @@ def runs_enqueue_if_idle(*, runs: Sequence[Run]) -> int:
         return 0
     enqueued = 0
     for run, job in zip(runs, jobs, strict=True):
-        if job is not None and job.get_status(refresh=False) in _PENDING_JOB_STATUSES:
+        if job is not None and job.get_status(refresh=False) in PENDING_JOB_STATUSES:
             continue
         run_enqueue(run=run)
         enqueued += 1

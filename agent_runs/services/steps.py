@@ -87,6 +87,11 @@ def agent_step_start(*, run: Run, claim_token: uuid.UUID, stage: str, input: Any
             _lock_claimed(run=run, claim_token=claim_token)
             step.save(force_insert=True)
         return
+    _step_insert_claimed(run=run, claim_token=claim_token, step=step)
+
+
+def _step_insert_claimed(*, run: Run, claim_token: uuid.UUID, step: Step) -> None:
+    """The step inserted in one statement if the run is still the job's (PostgreSQL)."""
     fields = Step._meta.concrete_fields
     columns = ", ".join(connection.ops.quote_name(_column(field)) for field in fields)
     values = [field.get_db_prep_save(getattr(step, field.attname), connection) for field in fields]
@@ -143,6 +148,14 @@ def agent_step_finish(
             control = _lock_claimed(run=run, claim_token=claim_token)
             Step.objects.filter(pk=step_id).update(**changes)
         return control
+    return _step_update_claimed(run=run, claim_token=claim_token, step_id=step_id, changes=changes)
+
+
+def _step_update_claimed(
+    *, run: Run, claim_token: uuid.UUID, step_id: uuid.UUID, changes: dict[str, Any]
+) -> RunControl:
+    """The step updated in one statement if the run is still the job's (PostgreSQL); what
+    its clients ask of the run, read under its row's share lock."""
     fields = [_concrete(Step._meta.get_field(name)) for name in changes]
     sets = ", ".join(f"{connection.ops.quote_name(_column(field))} = %s" for field in fields)
     values = [

@@ -41,16 +41,21 @@ def thread_delete(*, thread: Thread) -> None:
                 return  # deleted meanwhile
             if Run.objects.filter(thread=locked, status__in=RUN_ACTIVE_STATUSES).exists():
                 continue  # accepted before the lock: cancel it too
-            attachments_delete(attachments=attachments_of_thread_only(thread=locked))
-            stored_objects_delete(
-                names=list(
-                    Artifact.objects.filter(thread=locked).values_list("storage_name", flat=True)
-                )
-            )
-            CalendarEvent.objects.filter(run__thread=locked).delete()
-            locked.delete()
-            transaction.on_commit(lambda: _event_stream_delete(thread.pk))
+            _thread_with_contents_delete(locked)
             return
+
+
+def _thread_with_contents_delete(locked: Thread) -> None:
+    """The thread's row and every row it holds, the stored objects only it names (once this
+    commits), and its Redis event stream (once this commits)."""
+    attachments_delete(attachments=attachments_of_thread_only(thread=locked))
+    stored_objects_delete(
+        names=list(Artifact.objects.filter(thread=locked).values_list("storage_name", flat=True))
+    )
+    CalendarEvent.objects.filter(run__thread=locked).delete()
+    thread_id = locked.pk
+    locked.delete()
+    transaction.on_commit(lambda: _event_stream_delete(thread_id))
 
 
 def _event_stream_delete(thread_id: uuid.UUID) -> None:

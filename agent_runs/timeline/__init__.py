@@ -65,37 +65,75 @@ def timeline_build(
     ``now``: the run is still going, so a stage that has not finished runs until now;
     without it such a stage ends at the terminal event or the last thing the run did.
     ``drawn_at``: when the page is drawn, the end of a wait still pending."""
-    stages, tool_calls = _stages_and_tools(events)
-    calls = sorted((_model_call(record) for record in model_calls), key=lambda c: c.started_at)
-    _assign_model_calls(stages, calls)
-    terminal = _terminal(events)
+    stages, tool_calls, calls = _bars(events, model_calls)
     first_token = _first_token(events)
-    end_of_run = finished_at or now
     timeline = Timeline(
-        stages=sorted(stages, key=lambda stage: stage.started_at),
-        tool_calls=sorted(tool_calls, key=lambda call: call.started_at),
+        stages=stages,
+        tool_calls=tool_calls,
         model_calls=calls,
-        terminal=terminal,
-        ttft_ms=ms_of(first_token[1] - first_token[0]) if first_token else None,
-        queue_wait_ms=ms_of(started_at - created_at) if started_at else None,
-        duration_ms=ms_of(end_of_run - started_at) if started_at and end_of_run else None,
-        duration_so_far=started_at is not None and finished_at is None and now is not None,
+        terminal=_terminal(events),
+        **_durations(first_token, created_at, started_at, finished_at, now),
         event_count=len(events),
         waits=[_wait(record, drawn_at) for record in interrupts],
     )
+    _place_on_axis(timeline, events, (started_at, finished_at, now), first_token)
+    return timeline
+
+
+def _bars(
+    events: Sequence[JournalEvent], model_calls: Sequence[ModelCallRecord]
+) -> tuple[list[StageBar], list[ToolCall], list[ModelCall]]:
+    """The stages, tool calls and model calls, each in the order they started."""
+    stages, tool_calls = _stages_and_tools(events)
+    calls = sorted((_model_call(record) for record in model_calls), key=lambda c: c.started_at)
+    _assign_model_calls(stages, calls)
+    return (
+        sorted(stages, key=lambda stage: stage.started_at),
+        sorted(tool_calls, key=lambda call: call.started_at),
+        calls,
+    )
+
+
+def _durations(
+    first_token: tuple[datetime, datetime] | None,
+    created_at: datetime,
+    started_at: datetime | None,
+    finished_at: datetime | None,
+    now: datetime | None,
+) -> dict[str, Any]:
+    """The run's time to first token, its wait in the queue and its duration (up to now, if
+    it is still going)."""
+    end_of_run = finished_at or now
+    return {
+        "ttft_ms": ms_of(first_token[1] - first_token[0]) if first_token else None,
+        "queue_wait_ms": ms_of(started_at - created_at) if started_at else None,
+        "duration_ms": ms_of(end_of_run - started_at) if started_at and end_of_run else None,
+        "duration_so_far": started_at is not None and finished_at is None and now is not None,
+    }
+
+
+def _place_on_axis(
+    timeline: Timeline,
+    events: Sequence[JournalEvent],
+    bounds: tuple[datetime | None, datetime | None, datetime | None],
+    first_token: tuple[datetime, datetime] | None,
+) -> None:
+    """Everything placed on one axis, from the run's first moment to its last (``bounds``:
+    when it started, finished, and now if it is still going); nothing to place, no axis."""
+    started_at, finished_at, now = bounds
+    calls = timeline.model_calls
     moments = [
         *(event.created_at for event in events),
         *(call.started_at for call in calls),
         *(call.ended_at for call in calls if call.ended_at),
     ]
     if not moments:
-        return timeline
+        return
     origin = min([*moments, *([started_at] if started_at else [])])
     end = max([*moments, *([finished_at] if finished_at else []), *([now] if now else [])])
     _place_all(
         timeline, origin=origin, end=end, first_token=first_token[1] if first_token else None
     )
-    return timeline
 
 
 def _stages_and_tools(events: Sequence[JournalEvent]) -> tuple[list[StageBar], list[ToolCall]]:

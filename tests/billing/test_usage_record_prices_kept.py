@@ -1,6 +1,6 @@
 """usage_record keeps the catalog's prices per process and writes a call in one statement,
 yet prices every call with the entry in force when it is recorded, whoever changed the
-catalog meanwhile (billing/services.py, billing/selectors.py ``CatalogPrices``)."""
+catalog meanwhile (billing/services/usage.py, billing/selectors.py ``CatalogPrices``)."""
 
 from datetime import timedelta
 from decimal import Decimal

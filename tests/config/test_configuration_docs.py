@@ -1,4 +1,4 @@
-"""docs/configuration.md lists exactly the environment variables config/settings.py reads.
+"""docs/configuration.md lists exactly the environment variables config/settings/ reads.
 
 A plain unit test: it parses both files and touches neither the database nor Redis.
 """
@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-SETTINGS = ROOT / "config" / "settings.py"
+SETTINGS = ROOT / "config" / "settings"
 CONFIGURATION_DOC = ROOT / "docs" / "configuration.md"
 
 # config/env.py's typed readers: each takes the variable's name first.
@@ -76,6 +76,21 @@ def settings_variables(source: str) -> tuple[set[str], list[str]]:
     return names, unreadable
 
 
+def settings_sources() -> list[str]:
+    """The source of every part of the settings (config/settings/*.py)."""
+    return [path.read_text() for path in sorted(SETTINGS.glob("*.py"))]
+
+
+def all_settings_variables() -> tuple[set[str], list[str]]:
+    names: set[str] = set()
+    unreadable: list[str] = []
+    for source in settings_sources():
+        part_names, part_unreadable = settings_variables(source)
+        names |= part_names
+        unreadable += part_unreadable
+    return names, unreadable
+
+
 def documented_variables(markdown: str) -> set[str]:
     """The variables the documentation lists: backticked names in a table row's first cell."""
     names: set[str] = set()
@@ -109,20 +124,20 @@ def test_the_parser_finds_each_kind_of_environment_read():
 
 
 def test_settings_read_every_variable_by_a_literal_name():
-    names, unreadable = settings_variables(SETTINGS.read_text())
+    names, unreadable = all_settings_variables()
     assert not unreadable, "a variable read this test cannot name: " + "; ".join(unreadable)
     assert {"DJANGO_SECRET_KEY", "DATABASE_URL", "REDIS_URL"} <= names
 
 
 def test_every_variable_the_settings_read_is_documented():
-    names, _ = settings_variables(SETTINGS.read_text())
+    names, _ = all_settings_variables()
     documented = documented_variables(CONFIGURATION_DOC.read_text())
     missing = sorted(names - documented)
     assert not missing, f"add these to docs/configuration.md: {missing}"
 
 
 def test_the_documentation_lists_no_variable_the_settings_do_not_read():
-    names, _ = settings_variables(SETTINGS.read_text())
+    names, _ = all_settings_variables()
     documented = documented_variables(CONFIGURATION_DOC.read_text())
     unknown = sorted(documented - names)
     assert not unknown, f"docs/configuration.md lists variables nobody reads: {unknown}"

@@ -1,4 +1,4 @@
-"""The development key's warning (config/settings.py): once a start, not once per process
+"""The development key's warning (config/settings/base.py): once a start, not once per process
 the start spawns (a quick start runs daphne and a worker besides itself)."""
 
 import os

@@ -19,6 +19,7 @@ import sys
 import time
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from ag_ui.core import (
@@ -204,6 +205,16 @@ class _Reader:
         connection.close()
 
 
+@dataclass
+class _IdleStreams:
+    """The followed streams ``_hold_idle`` holds open, shared by their tasks."""
+
+    keep_alives: list[int]  # per stream; -1: never answered 200
+    pending: int  # streams not answered yet
+    opened: asyncio.Event = field(default_factory=asyncio.Event)
+    window_over: asyncio.Event = field(default_factory=asyncio.Event)
+
+
 async def _hold_idle(
     port: int, token: str, thread_id: str, count: int, measure: Callable[[], float]
 ) -> tuple[list[int], float, float]:
@@ -211,48 +222,49 @@ async def _hold_idle(
     intervals, counting keep-alives on each, and measure memory while they are all open.
     Returns the keep-alive counts (-1: never answered 200), the seconds it took to open
     them all, and the measurement."""
-    keep_alives = [-1] * count
-    opened = asyncio.Event()
-    window_over = asyncio.Event()
-    pending = [count]
-
-    async def hold(index: int) -> None:
-        reader, writer = await asyncio.open_connection("127.0.0.1", port)
-        writer.write(
-            f"GET /api/v1/agent/runs/{thread_id}/events?follow=true HTTP/1.1\r\n"
-            f"Host: 127.0.0.1\r\nAuthorization: Bearer {token}\r\n\r\n".encode()
-        )
-        await writer.drain()
-        try:
-            status = await asyncio.wait_for(reader.readline(), 120)
-            if b" 200 " in status:
-                keep_alives[index] = 0
-            pending[0] -= 1
-            if pending[0] == 0:
-                opened.set()
-            if keep_alives[index] < 0:
-                return
-            await opened.wait()
-            while not window_over.is_set():
-                line = await asyncio.wait_for(reader.readline(), 3 * _KEEPALIVE_SECONDS + 5)
-                if b": keep-alive" in line and not window_over.is_set():
-                    keep_alives[index] += 1
-        except TimeoutError:
-            pass
-        finally:
-            writer.close()
-
+    streams = _IdleStreams(keep_alives=[-1] * count, pending=count)
+    request = (
+        f"GET /api/v1/agent/runs/{thread_id}/events?follow=true HTTP/1.1\r\n"
+        f"Host: 127.0.0.1\r\nAuthorization: Bearer {token}\r\n\r\n".encode()
+    )
     started = time.monotonic()
-    holders = [asyncio.create_task(hold(index)) for index in range(count)]
-    await opened.wait()
+    holders = [
+        asyncio.create_task(_hold_one(streams, index, port, request)) for index in range(count)
+    ]
+    await streams.opened.wait()
     open_seconds = time.monotonic() - started
     await asyncio.sleep(3 * _KEEPALIVE_SECONDS + 0.5)
     measured = measure()
-    window_over.set()
+    streams.window_over.set()
     for holder in holders:
         holder.cancel()
     await asyncio.gather(*holders, return_exceptions=True)
-    return keep_alives, open_seconds, measured
+    return streams.keep_alives, open_seconds, measured
+
+
+async def _hold_one(streams: _IdleStreams, index: int, port: int, request: bytes) -> None:
+    """One followed stream: opened, then its keep-alives counted until the window is over."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(request)
+    await writer.drain()
+    try:
+        status = await asyncio.wait_for(reader.readline(), 120)
+        if b" 200 " in status:
+            streams.keep_alives[index] = 0
+        streams.pending -= 1
+        if streams.pending == 0:
+            streams.opened.set()
+        if streams.keep_alives[index] < 0:
+            return
+        await streams.opened.wait()
+        while not streams.window_over.is_set():
+            line = await asyncio.wait_for(reader.readline(), 3 * _KEEPALIVE_SECONDS + 5)
+            if b": keep-alive" in line and not streams.window_over.is_set():
+                streams.keep_alives[index] += 1
+    except TimeoutError:
+        pass
+    finally:
+        writer.close()
 
 
 def _start_daphne() -> tuple[subprocess.Popen[bytes], int]:

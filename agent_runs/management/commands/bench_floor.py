@@ -69,33 +69,39 @@ class Command(BaseCommand):
         if options["role"] == "worker":
             asyncio.run(_work(dsn, options["model_url"]))
             return
-        import psycopg
-
-        with psycopg.connect(dsn, autocommit=True) as connection:
-            connection.execute(_TABLES)
-        command = [sys.executable, sys.argv[0], "bench_floor", "--model-url"]
-        common = [options["model_url"], "--port", str(options["port"]), "--prefix", _PREFIX]
-        children = [
-            subprocess.Popen([*command, *common, "--role", role]) for role in ("server", "worker")
-        ]
-        try:
-            timings = asyncio.run(_client(options))
-        finally:
-            for child in children:
-                child.terminate()
-            for child in children:
-                child.wait(10)
-            with psycopg.connect(dsn, autocommit=True) as connection:
-                connection.execute("DROP TABLE bench_floor_run, bench_floor_event")
-            import redis
-
-            client: Any = redis.Redis.from_url(settings.REDIS_URL)  # redis-py's sync/async union
-            client.delete(*client.keys(f"{_PREFIX}:*") or [_QUEUE])
+        timings = _sitting(dsn, options)
         for label, values in timings.items():
             self.stdout.write(
                 f"{label}: median {statistics.median(values):.1f} ms "
                 f"(min {min(values):.1f}, max {max(values):.1f}, n={len(values)})"
             )
+
+
+def _sitting(dsn: str, options: dict[str, Any]) -> dict[str, list[float]]:
+    """The tables made, the server and the worker started as children, the client's runs
+    timed; then everything of the sitting stopped and dropped."""
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as connection:
+        connection.execute(_TABLES)
+    command = [sys.executable, sys.argv[0], "bench_floor", "--model-url"]
+    common = [options["model_url"], "--port", str(options["port"]), "--prefix", _PREFIX]
+    children = [
+        subprocess.Popen([*command, *common, "--role", role]) for role in ("server", "worker")
+    ]
+    try:
+        return asyncio.run(_client(options))
+    finally:
+        for child in children:
+            child.terminate()
+        for child in children:
+            child.wait(10)
+        with psycopg.connect(dsn, autocommit=True) as connection:
+            connection.execute("DROP TABLE bench_floor_run, bench_floor_event")
+        import redis
+
+        client: Any = redis.Redis.from_url(settings.REDIS_URL)  # redis-py's sync/async union
+        client.delete(*client.keys(f"{_PREFIX}:*") or [_QUEUE])
 
 
 def _dsn() -> str:
@@ -153,30 +159,10 @@ async def _serve(dsn: str, port: int) -> None:
 
     async def runs(request: web.Request) -> web.StreamResponse:
         body = await request.json()
-        cursor = await database.execute(
-            "INSERT INTO bench_floor_run (status) VALUES ('queued') RETURNING id"
-        )
-        row = await cursor.fetchone()
-        assert row is not None
-        run_id = row[0]
-        await queue.lpush(_QUEUE, json.dumps({"run": run_id, "tokens": int(body["tokens"])}))
+        run_id = await _run_enqueue(database, queue, int(body["tokens"]))
         answer = web.StreamResponse(headers={"content-type": "text/event-stream"})
         await answer.prepare(request)
-        key, last = f"{_PREFIX}:run:{run_id}", "0-0"
-        while True:
-            read = await streams.xread({key: last}, block=10_000)
-            if not read:
-                break
-            frames = []
-            ended = False
-            for _, entries in read:
-                for entry_id, fields in entries:
-                    last = entry_id
-                    frames.append(b"data: " + fields[b"e"] + b"\n\n")
-                    ended = ended or fields[b"e"].startswith(b'{"type":"END"')
-            await answer.write(b"".join(frames))
-            if ended:
-                break
+        await _stream(streams, answer, f"{_PREFIX}:run:{run_id}")
         await answer.write_eof()
         return answer
 
@@ -187,6 +173,37 @@ async def _serve(dsn: str, port: int) -> None:
     await runner.setup()
     await web.TCPSite(runner, "127.0.0.1", port).start()
     await asyncio.Event().wait()
+
+
+async def _run_enqueue(database: Any, queue: Any, tokens: int) -> int:
+    """The run's row inserted (committed) and its id pushed on the queue."""
+    cursor = await database.execute(
+        "INSERT INTO bench_floor_run (status) VALUES ('queued') RETURNING id"
+    )
+    row = await cursor.fetchone()
+    assert row is not None
+    run_id: int = row[0]
+    await queue.lpush(_QUEUE, json.dumps({"run": run_id, "tokens": tokens}))
+    return run_id
+
+
+async def _stream(streams: Any, answer: Any, key: str) -> None:
+    """The run's events as SSE frames, each read's at once, to its END event."""
+    last = "0-0"
+    while True:
+        read = await streams.xread({key: last}, block=10_000)
+        if not read:
+            break
+        frames = []
+        ended = False
+        for _, entries in read:
+            for entry_id, fields in entries:
+                last = entry_id
+                frames.append(b"data: " + fields[b"e"] + b"\n\n")
+                ended = ended or fields[b"e"].startswith(b'{"type":"END"')
+        await answer.write(b"".join(frames))
+        if ended:
+            break
 
 
 async def _work(dsn: str, model_url: str) -> None:
@@ -206,37 +223,45 @@ async def _work(dsn: str, model_url: str) -> None:
             await _run(database, queue, model, model_url, job["run"], job["tokens"])
 
 
+class _Journal:
+    """A run's events: each batch stored (one statement, committed), then published."""
+
+    def __init__(self, database: Any, redis: Any, run_id: int) -> None:
+        self.database, self.redis, self.run_id = database, redis, run_id
+        self.key = f"{_PREFIX}:run:{run_id}"
+        self.seq = 0
+
+    async def emit(self, events: list[dict[str, Any]]) -> None:
+        payloads = [json.dumps(event, separators=(",", ":")) for event in events]
+        await self.database.execute(
+            "INSERT INTO bench_floor_event (run_id, seq, payload) "
+            "SELECT %s, s, p::jsonb FROM unnest(%s::int[], %s::text[]) AS t(s, p)",
+            (self.run_id, list(range(self.seq, self.seq + len(events))), payloads),
+        )
+        self.seq += len(events)
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for payload in payloads:
+                pipe.xadd(self.key, {"e": payload})
+            await pipe.execute()
+
+
+async def _model_call(model: Any, model_url: str, prompt: str, on_read: Any = None) -> None:
+    request = {
+        "model": "deepseek-chat",
+        "stream": True,
+        "messages": [{"role": "user", "content": prompt}],
+    }
+    async with model.post(f"{model_url}/chat/completions", json=request) as answer:
+        async for block in answer.content.iter_any():
+            if on_read is not None:
+                await on_read(block)
+
+
 async def _run(
     database: Any, redis: Any, model: Any, model_url: str, run_id: int, tokens: int
 ) -> None:
-    key = f"{_PREFIX}:run:{run_id}"
-    seq = 0
-
-    async def emit(events: list[dict[str, Any]]) -> None:
-        """Store a batch of events (one statement, committed), then publish it."""
-        nonlocal seq
-        payloads = [json.dumps(event, separators=(",", ":")) for event in events]
-        await database.execute(
-            "INSERT INTO bench_floor_event (run_id, seq, payload) "
-            "SELECT %s, s, p::jsonb FROM unnest(%s::int[], %s::text[]) AS t(s, p)",
-            (run_id, list(range(seq, seq + len(events))), payloads),
-        )
-        seq += len(events)
-        async with redis.pipeline(transaction=False) as pipe:
-            for payload in payloads:
-                pipe.xadd(key, {"e": payload})
-            await pipe.execute()
-
-    async def call(prompt: str, on_read: Any = None) -> None:
-        request = {
-            "model": "deepseek-chat",
-            "stream": True,
-            "messages": [{"role": "user", "content": prompt}],
-        }
-        async with model.post(f"{model_url}/chat/completions", json=request) as answer:
-            async for block in answer.content.iter_any():
-                if on_read is not None:
-                    await on_read(block)
+    journal = _Journal(database, redis, run_id)
+    emit = journal.emit
 
     async def answer_read(block: bytes) -> None:
         pieces = []
@@ -253,7 +278,7 @@ async def _run(
         (run_id,),
     )
     await emit([{"type": "START", "run": run_id}])
-    await call(f"route this, tokens=1: {uuid.uuid4()}")
-    await call(f"tokens={tokens}", answer_read)
-    await call("remember this, tokens=1")
+    await _model_call(model, model_url, f"route this, tokens=1: {uuid.uuid4()}")
+    await _model_call(model, model_url, f"tokens={tokens}", answer_read)
+    await _model_call(model, model_url, "remember this, tokens=1")
     await emit([{"type": "END", "run": run_id}])

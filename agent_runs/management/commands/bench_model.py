@@ -32,7 +32,8 @@ from django.utils import timezone
 
 from agent_runs.benchmarks import cpu_reference_line, cpu_reference_ms
 from agent_runs.models import Run, Thread
-from agent_runs.runtime.model_bench import model_path_bench
+from agent_runs.runtime.model_bench import PathFigures, model_path_bench
+from billing.benchmarks import CALL_METADATA, CALL_USAGE
 from billing.models import ModelDailyUsage, PriceCatalogEntry, PriceTier, UsageRecord
 from billing.services import usage_record
 
@@ -50,25 +51,7 @@ class Command(BaseCommand):
         parser.add_argument("--usage-calls", type=int, default=0, help="then time usage_record")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        port = options["port"]
-        provider = subprocess.Popen(
-            [sys.executable, "-m", "django", "bench_provider", "--port", str(port)],
-            stdout=subprocess.DEVNULL,
-        )
-        try:
-            _wait_for(port)
-            settings.DEEPSEEK_API_KEY = "bench"
-            settings.DEEPSEEK_BASE_URL = f"http://127.0.0.1:{port}/v1"
-            reference_before = cpu_reference_ms()
-            figures = model_path_bench(
-                model_id=_MODEL_ID,
-                tokens=options["tokens"],
-                calls=options["calls"],
-                warmup=options["warmup"],
-            )
-        finally:
-            provider.terminate()
-            provider.wait(timeout=10)
+        reference_before, figures = _model_path_timed(options)
         self.stdout.write(
             f"{options['calls']} calls of {options['tokens']} tokens, CPU of this process"
         )
@@ -81,6 +64,31 @@ class Command(BaseCommand):
         if options["usage_calls"]:
             self.stdout.write(_time_usage_record(options["usage_calls"]))
         self.stdout.write(cpu_reference_line(reference_before))
+
+
+def _model_path_timed(options: dict[str, Any]) -> tuple[float, list[PathFigures]]:
+    """The model path timed against a ``bench_provider`` of its own; the CPU reference taken
+    before, and the figures."""
+    port = options["port"]
+    provider = subprocess.Popen(
+        [sys.executable, "-m", "django", "bench_provider", "--port", str(port)],
+        stdout=subprocess.DEVNULL,
+    )
+    try:
+        _wait_for(port)
+        settings.DEEPSEEK_API_KEY = "bench"
+        settings.DEEPSEEK_BASE_URL = f"http://127.0.0.1:{port}/v1"
+        reference_before = cpu_reference_ms()
+        figures = model_path_bench(
+            model_id=_MODEL_ID,
+            tokens=options["tokens"],
+            calls=options["calls"],
+            warmup=options["warmup"],
+        )
+    finally:
+        provider.terminate()
+        provider.wait(timeout=10)
+    return reference_before, figures
 
 
 def _wait_for(port: int) -> None:
@@ -101,34 +109,11 @@ def _wait_for(port: int) -> None:
 
 def _time_usage_record(calls: int) -> str:
     model_id = f"bench/usage-{uuid.uuid4().hex[:8]}"
-    user = get_user_model().objects.create_user(f"bench-model-{uuid.uuid4().hex[:8]}")
-    run = Run.objects.create(
-        thread=Thread.objects.create(owner=user),
-        run_id=f"bench-{uuid.uuid4().hex[:12]}",
-        runtime_mode=Run.RuntimeMode.CHAT,
-        input={},
-        input_sha256="",
-    )
-    entry = PriceCatalogEntry.objects.create(
-        model_id=model_id, source="bench", effective_from=timezone.now() - timedelta(days=1)
-    )
-    PriceTier.objects.create(
-        entry=entry,
-        input_cost_per_token=Decimal("0.00000028"),
-        output_cost_per_token=Decimal("0.00000042"),
-        cache_hit_cost_per_token=Decimal("0.000000028"),
-    )
-    usage = {"input_tokens": 1200, "output_tokens": 300, "time": 1.234}
-    metadata = {
-        "prompt_tokens": 1200,
-        "completion_tokens": 300,
-        "total_tokens": 1500,
-        "prompt_tokens_details": {"cached_tokens": 1024},
-        "prompt_cache_hit_tokens": 1024,
-        "prompt_cache_miss_tokens": 176,
-    }
+    user, run, entry = _priced_run(model_id)
     try:
-        record = dict(run=run, stage="worker", model_id=model_id, usage=usage, metadata=metadata)
+        record = dict(
+            run=run, stage="worker", model_id=model_id, usage=CALL_USAGE, metadata=CALL_METADATA
+        )
         usage_record(**record)  # type: ignore[arg-type]  # the first call loads what it caches
         cpu, wall = time.process_time(), time.perf_counter()
         for _ in range(calls):
@@ -146,3 +131,25 @@ def _time_usage_record(calls: int) -> str:
         f"{wall * 1000 / calls:.3f} ms wall per call, "
         f"{len(statements.captured_queries)} statements per call"
     )
+
+
+def _priced_run(model_id: str) -> tuple[Any, Run, PriceCatalogEntry]:
+    """A new user's run, and a catalog price for ``model_id`` (deleted after the timing)."""
+    user = get_user_model().objects.create_user(f"bench-model-{uuid.uuid4().hex[:8]}")
+    run = Run.objects.create(
+        thread=Thread.objects.create(owner=user),
+        run_id=f"bench-{uuid.uuid4().hex[:12]}",
+        runtime_mode=Run.RuntimeMode.CHAT,
+        input={},
+        input_sha256="",
+    )
+    entry = PriceCatalogEntry.objects.create(
+        model_id=model_id, source="bench", effective_from=timezone.now() - timedelta(days=1)
+    )
+    PriceTier.objects.create(
+        entry=entry,
+        input_cost_per_token=Decimal("0.00000028"),
+        output_cost_per_token=Decimal("0.00000042"),
+        cache_hit_cost_per_token=Decimal("0.000000028"),
+    )
+    return user, run, entry

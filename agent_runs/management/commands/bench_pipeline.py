@@ -19,7 +19,8 @@ import statistics
 import threading
 import time
 import uuid
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -49,56 +50,34 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         token = api_token_create(username="bench-pipeline")
         url = urlsplit(options["url"])
+        host, port = url.hostname or "", url.port or 80
         content = f"tokens={options['tokens']}" if options["tokens"] else _TOOL_RUN
-        started_ms: list[float] = []
-        first_token_ms: list[float] = []
-        ended_ms: list[float] = []
-        failures: list[str] = []
-        lock = threading.Lock()
-        remaining = [options["runs"]]
-
-        def client() -> None:
-            while True:
-                with lock:
-                    if remaining[0] == 0:
-                        return
-                    remaining[0] -= 1
-                try:
-                    timed = _one_run(url.hostname or "", url.port or 80, token, content)
-                except (OSError, ValueError) as exc:
-                    with lock:
-                        failures.append(repr(exc))
-                    continue
-                with lock:
-                    started_ms.append(timed.to_start)
-                    ended_ms.append(timed.to_end)
-                    if timed.to_first_token is not None:
-                        first_token_ms.append(timed.to_first_token)
-                    if timed.terminal != "RUN_FINISHED":
-                        failures.append(f"run ended with {timed.terminal}")
-
+        results = _Results(remaining=options["runs"])
         reference_before = cpu_reference_ms()
         sampler = _RssSampler()
         cpu_before = {pid: _cpu_ms(pid) for pid in sampler.pids}
         sampler.start()
-        threads = [threading.Thread(target=client) for _ in range(options["concurrency"])]
-        began = time.perf_counter()
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        wall = time.perf_counter() - began
+        wall = _run_clients(results, options["concurrency"], host, port, token, content)
         cpu_used = {pid: _cpu_ms(pid) - before for pid, before in cpu_before.items()}
         big = None
         if options["big_tokens"]:
-            big = _one_run(
-                url.hostname or "", url.port or 80, token, f"tokens={options['big_tokens']}"
-            )
+            big = _one_run(host, port, token, f"tokens={options['big_tokens']}")
         sampler.stop()
-        if not ended_ms:
-            raise CommandError(f"no run completed: {failures[:1]}")
+        if not results.ended_ms:
+            raise CommandError(f"no run completed: {results.failures[:1]}")
+        self._report_runs(results, wall, options["concurrency"])
+        self._report_processes(sampler, cpu_used, len(results.ended_ms))
+        if big is not None:
+            self._report_big_run(big, options["big_tokens"])
         self.stdout.write(
-            f"runs: {len(ended_ms)} ({len(failures)} failed)  clients: {options['concurrency']}  "
+            f"worker peak RSS: {sampler.peak_mb:.0f} MB (largest single worker process)\n"
+            f"{cpu_reference_line(reference_before)}"
+        )
+
+    def _report_runs(self, results: "_Results", wall: float, concurrency: int) -> None:
+        started_ms, ended_ms = results.started_ms, results.ended_ms
+        self.stdout.write(
+            f"runs: {len(ended_ms)} ({len(results.failures)} failed)  clients: {concurrency}  "
             f"wall: {wall:.2f} s\n"
             f"completed runs/s: {len(ended_ms) / wall:.1f}\n"
             f"POST -> RUN_STARTED ms: median {statistics.median(started_ms):.1f}  "
@@ -106,28 +85,85 @@ class Command(BaseCommand):
             f"POST -> terminal ms: median {statistics.median(ended_ms):.1f}  "
             f"p99 {_percentile(ended_ms, 99):.1f}\n"
         )
-        if first_token_ms:
+        if results.first_token_ms:
             self.stdout.write(
-                f"POST -> first token ms: median {statistics.median(first_token_ms):.1f}  "
-                f"p99 {_percentile(first_token_ms, 99):.1f}"
+                f"POST -> first token ms: median {statistics.median(results.first_token_ms):.1f}"
+                f"  p99 {_percentile(results.first_token_ms, 99):.1f}"
             )
+
+    def _report_processes(
+        self, sampler: "_RssSampler", cpu_used: dict[int, float], runs: int
+    ) -> None:
         for pid, used in sorted(cpu_used.items()):
             self.stdout.write(
-                f"CPU {sampler.names[pid]} (pid {pid}): {used / len(ended_ms):.1f} ms/run, "
+                f"CPU {sampler.names[pid]} (pid {pid}): {used / runs:.1f} ms/run, "
                 f"peak RSS {sampler.peak_mb_of[pid]:.0f} MB"
             )
-        self.stdout.write(f"server CPU per run: {sum(cpu_used.values()) / len(ended_ms):.1f} ms")
-        if big is not None:
-            span = (big.last_token_at or 0) - (big.first_token_at or 0)
-            rate = (big.token_events - 1) / span if span > 0 else float("nan")
-            self.stdout.write(
-                f"one {options['big_tokens']}-token run: {big.token_events} token events, "
-                f"{rate:.0f} token events/s (first to last), {big.to_end:.0f} ms to its end"
-            )
+        self.stdout.write(f"server CPU per run: {sum(cpu_used.values()) / runs:.1f} ms")
+
+    def _report_big_run(self, big: "_Timed", tokens: int) -> None:
+        span = (big.last_token_at or 0) - (big.first_token_at or 0)
+        rate = (big.token_events - 1) / span if span > 0 else float("nan")
         self.stdout.write(
-            f"worker peak RSS: {sampler.peak_mb:.0f} MB (largest single worker process)\n"
-            f"{cpu_reference_line(reference_before)}"
+            f"one {tokens}-token run: {big.token_events} token events, "
+            f"{rate:.0f} token events/s (first to last), {big.to_end:.0f} ms to its end"
         )
+
+
+@dataclass
+class _Results:
+    """What the clients saw, shared between their threads (under ``lock``)."""
+
+    remaining: int
+    started_ms: list[float] = field(default_factory=list)
+    first_token_ms: list[float] = field(default_factory=list)
+    ended_ms: list[float] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def take_one(self) -> bool:
+        """Whether a run is left to post (and it is now this client's)."""
+        with self.lock:
+            if self.remaining == 0:
+                return False
+            self.remaining -= 1
+            return True
+
+    def add(self, timed: "_Timed") -> None:
+        with self.lock:
+            self.started_ms.append(timed.to_start)
+            self.ended_ms.append(timed.to_end)
+            if timed.to_first_token is not None:
+                self.first_token_ms.append(timed.to_first_token)
+            if timed.terminal != "RUN_FINISHED":
+                self.failures.append(f"run ended with {timed.terminal}")
+
+    def fail(self, error: Exception) -> None:
+        with self.lock:
+            self.failures.append(repr(error))
+
+
+def _run_clients(
+    results: _Results, concurrency: int, host: str, port: int, token: str, content: str
+) -> float:
+    """Post the runs from ``concurrency`` client threads until none is left; the wall time."""
+
+    def client() -> None:
+        while results.take_one():
+            try:
+                timed = _one_run(host, port, token, content)
+            except (OSError, ValueError) as exc:
+                results.fail(exc)
+                continue
+            results.add(timed)
+
+    threads = [threading.Thread(target=client) for _ in range(concurrency)]
+    began = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return time.perf_counter() - began
 
 
 @dataclass
@@ -167,7 +203,13 @@ def _one_run(host: str, port: int, token: str, content: str) -> _Timed:
         f"/api/v1/agent/runs/{thread_id}/events",
         headers={"Authorization": f"Bearer {token}"},
     )
-    stream = connection.getresponse()
+    timed = _stream_timed(connection.getresponse(), posted)
+    connection.close()
+    return timed
+
+
+def _stream_timed(stream: Iterable[bytes], posted: float) -> _Timed:
+    """The run's stream read to its terminal event, its moments timed from ``posted``."""
     timed = _Timed()
     for line in stream:
         if line.startswith(b"event: TEXT_MESSAGE_CONTENT"):
@@ -183,7 +225,6 @@ def _one_run(host: str, port: int, token: str, content: str) -> _Timed:
             timed.terminal = line.decode().split(": ", 1)[1].strip()
             break
     timed.to_end = (time.perf_counter() - posted) * 1000
-    connection.close()
     return timed
 
 

@@ -70,10 +70,15 @@ def answer_chunks(request: dict[str, Any]) -> list[dict[str, Any]]:
             '", "key_points": [], "result_type": "unknown", "suggested_actions": [], '
             '"status": "success"}',
         ]
+    return _tool_call(structured, pieces)
+
+
+def _tool_call(name: str, pieces: list[str]) -> list[dict[str, Any]]:
+    """A call of tool ``name``, its arguments streamed in ``pieces``."""
     call = {"index": 0, "id": f"call_{uuid.uuid4().hex[:8]}", "type": "function"}
     return [
         {"delta": {"role": "assistant", "content": ""}},
-        {"delta": {"tool_calls": [{**call, "function": {"name": structured, "arguments": ""}}]}},
+        {"delta": {"tool_calls": [{**call, "function": {"name": name, "arguments": ""}}]}},
         *(
             {"delta": {"tool_calls": [{"index": 0, "function": {"arguments": piece}}]}}
             for piece in pieces

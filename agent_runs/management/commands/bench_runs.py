@@ -11,6 +11,7 @@ import statistics
 import threading
 import time
 import uuid
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -48,44 +49,13 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         token = api_token_create(username=options["username"])
         url = urlsplit(options["url"])
-        latencies: list[float] = []
-        task_ids: list[str] = []
-        failures: list[str] = []
-        lock = threading.Lock()
-        per_client = [options["runs"] // options["concurrency"]] * options["concurrency"]
-        for index in range(options["runs"] % options["concurrency"]):
-            per_client[index] += 1
-
-        def client(count: int) -> None:
-            connection = http.client.HTTPConnection(url.hostname or "", url.port or 80)
-            for _ in range(count):
-                body = json.dumps(_run_input()).encode()
-                headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
-                started = time.perf_counter()
-                connection.request("POST", "/api/v1/agent/runs", body=body, headers=headers)
-                response = connection.getresponse()
-                payload = response.read()
-                elapsed = time.perf_counter() - started
-                with lock:
-                    if response.status == 202:
-                        latencies.append(elapsed)
-                        task_ids.append(json.loads(payload)["taskId"])
-                    else:
-                        failures.append(f"{response.status} {payload[:200]!r}")
-            connection.close()
-
         reference_before = cpu_reference_ms()
-        threads = [threading.Thread(target=client, args=(count,)) for count in per_client]
-        started = time.perf_counter()
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        wall = time.perf_counter() - started
-        if failures:
-            raise CommandError(f"{len(failures)} requests failed, first: {failures[0]}")
+        burst = _post_burst(url, token, options["runs"], options["concurrency"])
+        if burst.failures:
+            raise CommandError(f"{len(burst.failures)} requests failed, first: {burst.failures[0]}")
 
-        ms = sorted(value * 1000 for value in latencies)
+        ms = sorted(value * 1000 for value in burst.latencies)
+        wall = burst.wall
         self.stdout.write(
             f"runs: {len(ms)}  clients: {options['concurrency']}  wall: {wall:.2f} s\n"
             f"accepted runs/s: {len(ms) / wall:.1f}\n"
@@ -95,7 +65,7 @@ class Command(BaseCommand):
         )
         if options["no_jobs"]:
             return
-        starts = self._enqueue_to_start(task_ids, options["wait"])
+        starts = self._enqueue_to_start(burst.task_ids, options["wait"])
         idle_starts = self._idle_enqueue_to_start(url, token, options["idle_runs"])
         self.stdout.write(
             f"enqueue -> job start ms, during the burst (includes queueing behind other "
@@ -140,6 +110,54 @@ class Command(BaseCommand):
             if job is not None and job.enqueued_at is not None and job_started is not None:
                 delays.append((job_started - job.enqueued_at).total_seconds() * 1000)
         return delays
+
+
+@dataclass
+class _Burst:
+    """The burst's accepted runs (202 latency in seconds, task id), refusals and wall time."""
+
+    latencies: list[float] = field(default_factory=list)
+    task_ids: list[str] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
+    wall: float = 0.0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+def _post_burst(url: Any, token: str, runs: int, concurrency: int) -> _Burst:
+    """Post ``runs`` runs from ``concurrency`` clients, each on its own connection."""
+    burst = _Burst()
+    share, extra = divmod(runs, concurrency)
+    threads = [
+        threading.Thread(target=_post_runs, args=(burst, url, token, share + (index < extra)))
+        for index in range(concurrency)
+    ]
+    started = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    burst.wall = time.perf_counter() - started
+    return burst
+
+
+def _post_runs(burst: _Burst, url: Any, token: str, count: int) -> None:
+    """One client: ``count`` runs posted one after the other on one connection."""
+    connection = http.client.HTTPConnection(url.hostname or "", url.port or 80)
+    for _ in range(count):
+        body = json.dumps(_run_input()).encode()
+        headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+        started = time.perf_counter()
+        connection.request("POST", "/api/v1/agent/runs", body=body, headers=headers)
+        response = connection.getresponse()
+        payload = response.read()
+        elapsed = time.perf_counter() - started
+        with burst.lock:
+            if response.status == 202:
+                burst.latencies.append(elapsed)
+                burst.task_ids.append(json.loads(payload)["taskId"])
+            else:
+                burst.failures.append(f"{response.status} {payload[:200]!r}")
+    connection.close()
 
 
 def _run_input() -> dict[str, Any]:

@@ -26,6 +26,7 @@ from django.utils import timezone
 
 from agent_runs.models import Run, Thread
 from billing.admin import CostsAdmin, UsageRecordAdmin
+from billing.benchmarks import CALL_METADATA, CALL_USAGE
 from billing.catalog import CatalogPrice
 from billing.models import (
     Costs,
@@ -69,37 +70,9 @@ class Command(BaseCommand):
 
     def _seed(self, users: int, records: int) -> None:
         started = time.perf_counter()
-        pricing_catalog_update(
-            prices=[
-                CatalogPrice(
-                    model_id=model_id,
-                    currency="USD",
-                    tiers=(
-                        PriceTier(32_000, Decimal("0.0000004"), Decimal("0.0000012")),
-                        PriceTier(None, Decimal("0.0000012"), Decimal("0.0000036")),
-                    ),
-                    source="bench",
-                )
-                for model_id in MODELS
-            ]
-        )
+        _seed_catalog()
         with transaction.atomic():
-            user_model = get_user_model()
-            people = user_model.objects.bulk_create(
-                user_model(username=f"{PREFIX}{index}") for index in range(users)
-            )
-            threads = Thread.objects.bulk_create(Thread(owner=person) for person in people)
-            runs = Run.objects.bulk_create(
-                Run(
-                    thread=thread,
-                    run_id=f"bench-{uuid.uuid4().hex[:12]}",
-                    runtime_mode=Run.RuntimeMode.CHAT,
-                    status=Run.Status.COMPLETED,
-                    input={},
-                    input_sha256="",
-                )
-                for thread in threads
-            )
+            people, runs = _seed_runs(users)
             _insert_records(
                 records,
                 run_ids=[run.pk for run in runs],
@@ -119,15 +92,6 @@ class Command(BaseCommand):
 
     def _time_usage_record(self, calls: int) -> None:
         run = Run.objects.select_related("thread").filter(thread__owner__username=f"{PREFIX}0")[0]
-        usage = {"input_tokens": 1200, "output_tokens": 300, "time": 1.234}
-        metadata = {
-            "prompt_tokens": 1200,
-            "completion_tokens": 300,
-            "total_tokens": 1500,
-            "prompt_tokens_details": {"cached_tokens": 1024},
-            "prompt_cache_hit_tokens": 1024,
-            "prompt_cache_miss_tokens": 176,
-        }
         timings = []
         for index in range(calls):
             started = time.perf_counter()
@@ -135,8 +99,8 @@ class Command(BaseCommand):
                 run=run,
                 stage="worker",
                 model_id=MODELS[index % len(MODELS)],
-                usage=usage,
-                metadata=metadata,
+                usage=CALL_USAGE,
+                metadata=CALL_METADATA,
             )
             timings.append((time.perf_counter() - started) * 1000)
         timings.sort()
@@ -194,37 +158,51 @@ def _render(view: Callable[..., Any], factory: RequestFactory, query: str, user:
         raise CommandError(f"{query or 'list'} answered {response.status_code}")
 
 
+def _seed_catalog() -> None:
+    """A two-tier price for each benchmark model."""
+    pricing_catalog_update(
+        prices=[
+            CatalogPrice(
+                model_id=model_id,
+                currency="USD",
+                tiers=(
+                    PriceTier(32_000, Decimal("0.0000004"), Decimal("0.0000012")),
+                    PriceTier(None, Decimal("0.0000012"), Decimal("0.0000036")),
+                ),
+                source="bench",
+            )
+            for model_id in MODELS
+        ]
+    )
+
+
+def _seed_runs(users: int) -> tuple[list[Any], list[Run]]:
+    """``users`` users, each with a thread and one completed run."""
+    user_model = get_user_model()
+    people = user_model.objects.bulk_create(
+        user_model(username=f"{PREFIX}{index}") for index in range(users)
+    )
+    threads = Thread.objects.bulk_create(Thread(owner=person) for person in people)
+    runs = Run.objects.bulk_create(
+        Run(
+            thread=thread,
+            run_id=f"bench-{uuid.uuid4().hex[:12]}",
+            runtime_mode=Run.RuntimeMode.CHAT,
+            status=Run.Status.COMPLETED,
+            input={},
+            input_sha256="",
+        )
+        for thread in threads
+    )
+    return people, runs
+
+
 def _insert_records(count: int, *, run_ids: list[int], user_ids: list[int]) -> None:
     """One INSERT … SELECT: run and user by row number, 20 models, created over the last
     90 days, about 1% without a price."""
-    table = UsageRecord._meta.db_table
     with connection.cursor() as cursor:
         cursor.execute(
-            f"""
-            INSERT INTO {table} (
-                run_id, run_ref, user_id, stage, model_id, created_at, input_tokens, output_tokens,
-                total_tokens, cached_prompt_tokens, prompt_cache_hit_tokens,
-                prompt_cache_miss_tokens, reasoning_tokens, latency_ms, usage_complete,
-                catalog_cost, cost, currency, cost_source, usage, metadata
-            )
-            SELECT
-                (%(runs)s::bigint[])[1 + g %% cardinality(%(runs)s::bigint[])],
-                'bench',
-                (%(users)s::bigint[])[1 + g %% cardinality(%(users)s::bigint[])],
-                'worker',
-                (%(models)s::text[])[1 + (g * 7) %% cardinality(%(models)s::text[])],
-                now() - make_interval(secs => (g::bigint * 7919) %% %(span)s),
-                1000 + g %% 3000, 100 + g %% 500, 1100 + g %% 3000 + g %% 500, g %% 1000,
-                g %% 1000, 1000 + g %% 3000 - g %% 1000, 0, 500 + g %% 5000, true,
-                c.cost, c.cost, 'USD', 'catalog_fallback',
-                '{{}}'::jsonb, '{{}}'::jsonb
-            FROM generate_series(1, %(count)s) AS g
-            CROSS JOIN LATERAL (
-                SELECT CASE WHEN g %% 100 = 0 THEN NULL
-                       ELSE ((1000 + g %% 3000) * 0.0000004 + (100 + g %% 500) * 0.0000012)
-                       END::numeric(30, 15) AS cost
-            ) AS c
-            """,
+            _INSERT_RECORDS,
             {
                 "runs": run_ids,
                 "users": user_ids,
@@ -233,6 +211,33 @@ def _insert_records(count: int, *, run_ids: list[int], user_ids: list[int]) -> N
                 "count": count,
             },
         )
+
+
+_INSERT_RECORDS = f"""
+    INSERT INTO {UsageRecord._meta.db_table} (
+        run_id, run_ref, user_id, stage, model_id, created_at, input_tokens, output_tokens,
+        total_tokens, cached_prompt_tokens, prompt_cache_hit_tokens,
+        prompt_cache_miss_tokens, reasoning_tokens, latency_ms, usage_complete,
+        catalog_cost, cost, currency, cost_source, usage, metadata
+    )
+    SELECT
+        (%(runs)s::bigint[])[1 + g %% cardinality(%(runs)s::bigint[])],
+        'bench',
+        (%(users)s::bigint[])[1 + g %% cardinality(%(users)s::bigint[])],
+        'worker',
+        (%(models)s::text[])[1 + (g * 7) %% cardinality(%(models)s::text[])],
+        now() - make_interval(secs => (g::bigint * 7919) %% %(span)s),
+        1000 + g %% 3000, 100 + g %% 500, 1100 + g %% 3000 + g %% 500, g %% 1000,
+        g %% 1000, 1000 + g %% 3000 - g %% 1000, 0, 500 + g %% 5000, true,
+        c.cost, c.cost, 'USD', 'catalog_fallback',
+        '{{}}'::jsonb, '{{}}'::jsonb
+    FROM generate_series(1, %(count)s) AS g
+    CROSS JOIN LATERAL (
+        SELECT CASE WHEN g %% 100 = 0 THEN NULL
+               ELSE ((1000 + g %% 3000) * 0.0000004 + (100 + g %% 500) * 0.0000012)
+               END::numeric(30, 15) AS cost
+    ) AS c
+"""
 
 
 def _cleanup() -> None:

@@ -178,6 +178,10 @@ def _message(thread: Thread, seq: int) -> Message:
             content=f"Please add meeting number {seq} to my calendar.",
             metadata={"user_message_attachments": _ATTACHMENTS} if seq % 40 == 1 else {},
         )
+    return _assistant_message(thread, seq)
+
+
+def _assistant_message(thread: Thread, seq: int) -> Message:
     metadata: dict[str, Any] = {"run_id": f"run-{seq}", "stage": "worker"}
     if seq % 8 == 2:
         metadata["agent_output"] = _AGENT_OUTPUT
