@@ -31,7 +31,7 @@ from ag_ui.core import (
 from agentscope.event import EventType as AgentScopeEventType
 
 from agent_runs.runtime.structured_answer import StructuredAnswer
-from agent_runs.services.messages import ReasoningText, tool_message_id
+from agent_runs.services.messages import ReasoningText, ToolResult, tool_message_id
 
 _RESULT_STATUS = {"success": "success", "error": "failure", "interrupted": "partial"}
 # AgentScope's tool through which the worker gives its structured output (AgentOutput).
@@ -285,3 +285,15 @@ def parse_tool_args(raw: str) -> dict[str, Any]:
     except json.JSONDecodeError:
         return {"_raw": raw}
     return parsed if isinstance(parsed, dict) else {"value": parsed}
+
+
+def tool_results(state: RunMappingState) -> list[ToolResult]:
+    return [
+        ToolResult(
+            tool_call_id=tool_call_id,
+            tool_name=tool_name,
+            args=state.tool_args.get(tool_call_id, ""),
+            result=state.tool_results.get(tool_call_id, ""),
+        )
+        for tool_call_id, tool_name in state.tool_names.items()
+    ]

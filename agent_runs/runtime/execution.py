@@ -7,31 +7,25 @@ import asyncio
 import logging
 import traceback
 import uuid
-from dataclasses import dataclass
 from functools import partial
-from typing import Any, TypeVar
+from typing import TypeVar
 
-from ag_ui.core import BaseEvent, CustomEvent, RunFinishedEvent, RunStartedEvent
-from django.conf import settings
+from ag_ui.core import CustomEvent, RunFinishedEvent
 from django.core.exceptions import ImproperlyConfigured
 from django.db import (
     DatabaseError,
     transaction,
 )
 from django.utils import timezone
-from pydantic import BaseModel
 from rq.timeouts import JobTimeoutException
 
 from agent_runs import metrics
-from agent_runs.agent_config import stage_enabled
 from agent_runs.errors import RunNoLongerRunning
 from agent_runs.events.codec import RUN_PAUSED_EVENT, RUN_RESUMED_EVENT
 from agent_runs.events.emitter import RunEventEmitter
 from agent_runs.log_context import run_log_context
 from agent_runs.models import RUN_ENDED_STATUSES, Run, Stage
 from agent_runs.runtime import tracing
-from agent_runs.runtime.chat_models import ModelCall
-from agent_runs.runtime.demo_model import DEMO_MODEL_ID
 from agent_runs.runtime.host import (
     Claim,
     Ending,
@@ -42,20 +36,21 @@ from agent_runs.runtime.host import (
     with_reconnect,
 )
 from agent_runs.runtime.openai_compatible import ProviderError
-from agent_runs.runtime.output import AgentOutput, RouteDecision
+from agent_runs.runtime.opening import (
+    Checkpoint,
+    Opening,
+    announcement,
+    run_claim_and_open,
+)
 from agent_runs.runtime.stages import RunTurn, memory_stage, router_stage, worker_stage
-from agent_runs.selectors.context import user_memory_notes
 from agent_runs.selectors.runs import run_status
 from agent_runs.services.lifecycle import (
     RUN_ERROR_MESSAGE,
-    run_claim_and_load,
     run_complete,
     run_dispatch_next,
     run_fail,
     run_park,
 )
-from agent_runs.services.steps import StepBegin
-from billing import services as billing_services
 from billing.errors import BudgetExceeded
 
 logger = logging.getLogger(__name__)
@@ -101,91 +96,10 @@ def _job_id() -> str | None:
 def _run_start(
     run_pk: int, loop: asyncio.AbstractEventLoop
 ) -> tuple[Run, RunEventEmitter, "Opening | Exception"] | None:
-    """Claim the run and open it (``_run_claim_and_open``), tried again on a new connection
+    """Claim the run and open it (``run_claim_and_open``), tried again on a new connection
     when the database cut the one it used (a restart, a failover while the worker waited):
     nothing of it commits unless all of it does."""
-    return with_reconnect(partial(_run_claim_and_open, run_pk, loop))
-
-
-def _run_claim_and_open(
-    run_pk: int, loop: asyncio.AbstractEventLoop
-) -> tuple[Run, RunEventEmitter, "Opening | Exception"] | None:
-    """In one transaction, on one trip to a database thread: claim the run and load it
-    with its emitter; read what its stages share, start its first stage's step and write
-    its ``RUN_STARTED`` (or ``run_resumed``) and that ``STEP_STARTED`` (``_run_open``). What
-    fails after the claim is rolled back to it and is the job's to fail the run with; the
-    claim commits either way. ``None`` when the run is not this job's to run."""
-    with transaction.atomic():
-        claimed = run_claim_and_load(run_pk=run_pk)
-        if claimed is None:
-            return None
-        run, last_event_id = claimed
-        emitter = _emitter(run, last_event_id, loop)
-        opening: Opening | Exception
-        try:
-            with transaction.atomic():
-                opening = _run_open(run, emitter)
-        except Exception as exc:  # the job fails its run with it (``_run_pipeline``)
-            opening = exc
-            emitter = _emitter(run, last_event_id, loop)  # one that wrote nothing
-    return run, emitter, opening
-
-
-def _emitter(run: Run, last_event_id: int, loop: asyncio.AbstractEventLoop) -> RunEventEmitter:
-    """The job's emitter, its events written as they come by the loop's journal writer."""
-    return RunEventEmitter(
-        run=run,
-        resume=run.checkpoint is not None,  # a parked run goes on with its journal
-        previous_id=last_event_id,
-        claim_token=run.claim_token,
-        loop=loop,
-    )
-
-
-@dataclass
-class Opening:
-    """What a claimed run starts with: its turn, its stages, where it goes on from (a
-    parked run: its checkpoint), and the first of its stages to run (its step begun)."""
-
-    turn: RunTurn
-    stages: list[Stage]
-    checkpoint: "Checkpoint"
-    first: int
-
-
-def _run_open(run: Run, emitter: RunEventEmitter) -> Opening:
-    """The turn's reads, the step of the stage the run starts (or goes on) with, and the
-    events that say so, written here."""
-    turn, stages = _run_turn(run, emitter)
-    checkpoint = Checkpoint.model_validate(run.checkpoint or {})
-    if turn.held is not None and checkpoint.next == Stage.ROUTER:
-        # It goes on with the reply its interrupts held, as the router decided for it.
-        checkpoint.next = Stage.WORKER
-        checkpoint.decision = RouteDecision.model_validate(turn.held.decision)
-    # Where a parked run goes on (past the end: its memory stage was turned off meanwhile).
-    first = stages.index(checkpoint.next) if checkpoint.next in stages else len(stages)
-    events = _announcement(run, emitter)
-    if first < len(stages):
-        stage = stages[first]
-        if stage == Stage.MEMORY:
-            assert checkpoint.output is not None, "the worker answers before the memory"
-            step_input: Any = checkpoint.output.answer
-        else:
-            step_input = turn.user_message.content
-        events.append(turn.step_begin(StepBegin(stage=stage, input=step_input)))
-    if events:
-        emitter.emit_here(events)
-    return Opening(turn=turn, stages=stages, checkpoint=checkpoint, first=first)
-
-
-def _announcement(run: Run, emitter: RunEventEmitter) -> list[BaseEvent]:
-    """What the job's first events say: the run started, or a parked run goes on."""
-    if not emitter.started:
-        return [RunStartedEvent(thread_id=str(run.thread_id), run_id=run.run_id)]
-    if run.checkpoint is not None:
-        resumed = Checkpoint.model_validate(run.checkpoint).next
-        return [CustomEvent(name=RUN_RESUMED_EVENT, value={"next_stage": resumed})]
-    return []
+    return with_reconnect(partial(run_claim_and_open, run_pk, loop))
 
 
 async def _run_job(
@@ -274,7 +188,7 @@ async def _run_pipeline(run: Run, emitter: RunEventEmitter, opening: "Opening | 
     """The run's stages, then its end: ``True`` when it completed, ``False`` when it was
     parked (``RunNoLongerRunning`` when it was ended meanwhile)."""
     if isinstance(opening, Exception):
-        for event in _announcement(run, emitter):
+        for event in announcement(run, emitter):
             emitter.emit(event)
         raise opening
     turn, stages, checkpoint = opening.turn, opening.stages, opening.checkpoint
@@ -311,20 +225,6 @@ async def _stage_run(
         await memory_stage(turn, checkpoint.output)
 
 
-def _run_turn(run: Run, emitter: RunEventEmitter) -> tuple[RunTurn, list[Stage]]:
-    """What the stages share, and the stages (on a database thread)."""
-    turn = RunTurn.prepare(
-        run=run,
-        emitter=emitter,
-        memory_notes=user_memory_notes(
-            user_id=run.thread.owner_id, limit=settings.AGENT_MEMORY_MAX_ITEMS
-        ),
-        store_usage=partial(_store_usage, run),
-    )
-    turn.stages = pipeline_stages(run)
-    return turn, turn.stages
-
-
 def _run_finish(run: Run, turn: RunTurn) -> None:
     """The run completed: its last stage's step ended, its ``RUN_FINISHED`` written and the
     run marked completed, in one transaction."""
@@ -333,26 +233,6 @@ def _run_finish(run: Run, turn: RunTurn) -> None:
         turn.emitter.emit(RunFinishedEvent(thread_id=str(run.thread_id), run_id=run.run_id))
         if not run_complete(run=run, claim_token=turn.claim_token):
             raise RunNoLongerRunning(run.pk)
-
-
-def pipeline_stages(run: Run) -> list[Stage]:
-    """The stages the run goes through, in order (the memory stage where its agent has it)."""
-    stages = [Stage.ROUTER, Stage.WORKER]
-    try:
-        if stage_enabled(run=run, stage=Stage.MEMORY):
-            stages.append(Stage.MEMORY)
-    except Exception:  # say, its automation job was deleted since the run was queued
-        logger.exception("memory stage of run %s not started", run.pk)
-    return stages
-
-
-class Checkpoint(BaseModel):
-    """A parked run's progress (``Run.checkpoint``): the stage it goes on with, and what the
-    stages before it gave."""
-
-    next: Stage = Stage.ROUTER
-    decision: RouteDecision | None = None
-    output: AgentOutput | None = None
 
 
 async def _park_if_asked(turn: RunTurn, checkpoint: Checkpoint, *, done: int) -> bool:
@@ -382,39 +262,6 @@ async def _park_if_asked(turn: RunTurn, checkpoint: Checkpoint, *, done: int) ->
         return False
     logger.info("run %s parked before its %s stage (%s)", run.pk, checkpoint.next, reason)
     return True
-
-
-def _store_usage(run: Run, stage: str, calls: list[ModelCall], trace_parent: Any = None) -> int:
-    """Record model calls of a stage (a failed or cancelled run is billed for the calls it
-    made too), each in its own short transaction; how many were. With tracing on, each call
-    is a span under ``trace_parent`` (the stage's context), with its cost."""
-    recorded = 0
-    for call in calls:
-        record = None
-        if call.model_id != DEMO_MODEL_ID:  # the offline demo model is not billed
-            try:
-                record = billing_services.usage_record(
-                    run=run,
-                    stage=stage,
-                    model_id=call.model_id,
-                    usage=call.usage,
-                    metadata=call.metadata,
-                )
-                recorded += 1
-            except DatabaseError:
-                # The answer matters more than its bookkeeping: keep the call for staff in
-                # the log, and go on with the run.
-                logger.exception("run %s: usage of a %s call not recorded: %s", run.pk, stage, call)
-        if trace_parent is not None:
-            tracing.model_call_span(
-                call,
-                parent=trace_parent,
-                stage=stage,
-                cost=None if record is None else record.cost,
-                currency="" if record is None else record.currency,
-                cost_source="" if record is None else record.cost_source,
-            )
-    return recorded
 
 
 def _public_message(exc: BaseException) -> str:

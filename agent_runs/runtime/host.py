@@ -292,3 +292,11 @@ def _close_connections(executor: ThreadPoolExecutor, threads: int) -> None:
 async def _settle() -> None:
     """Give what the last jobs left scheduled (a stream's clean-up) its turn."""
     await asyncio.sleep(0)
+
+
+def raise_if_cancelled() -> None:
+    """Go on unwinding a cancel that an await swallowed: AgentScope takes a cancelled reply
+    for an interrupted one and ends it as if normally, while the job was stopped."""
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError()

@@ -1,0 +1,392 @@
+"""What the stages of one run share on the worker (``RunTurn``): the run, its emitter, what
+its stages read at its start, its steps and its model calls' usage.
+
+Only the worker imports this module (it imports AgentScope).
+"""
+
+import asyncio
+import contextlib
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
+
+from ag_ui.core import (
+    BaseEvent,
+    StepFinishedEvent,
+    StepStartedEvent,
+)
+from agentscope.message import (
+    DataBlock,
+    Msg,
+    TextBlock,
+)
+from agentscope.tool import ToolBase
+from django.conf import settings
+from django.db import transaction
+
+from agent_runs.agent_config import StageConfig, stage_config
+from agent_runs.events.emitter import RunEventEmitter
+from agent_runs.models import Message, Run, Stage, Visibility
+from agent_runs.runtime import tracing
+from agent_runs.runtime.agents import (
+    ClientTool,
+    mcp_tools,
+    user_content_with_images,
+)
+from agent_runs.runtime.agentscope_events import (
+    RunMappingState,
+    map_agentscope_event,
+    tool_results,
+)
+from agent_runs.runtime.chat_models import ModelCall, UsageLog
+from agent_runs.runtime.host import db, db_retried, raise_if_cancelled
+from agent_runs.runtime.tools.context import ToolContext
+from agent_runs.runtime.tools.registry import tools_for
+from agent_runs.selectors.context import context_messages_for, run_user_message
+from agent_runs.selectors.interrupts import (
+    HeldReply,
+    held_reply_for,
+)
+from agent_runs.services.steps import (
+    RunControl,
+    StepBegin,
+    StepEnd,
+    agent_step_advance,
+    agent_step_finish,
+    agent_step_start,
+)
+from attachments.selectors import attachment_get_for_user, attachment_read
+from billing.budgets import Limits, budget_check, user_limits
+
+logger = logging.getLogger(__name__)
+
+
+# How long a reply may keep the loop from the other runs and the journal writer: the longest
+# an event waits, beyond its write, for a client to see it.
+_TURN_SECONDS = 0.001
+
+
+@dataclass
+class RunTurn:
+    """What the stages of one run share."""
+
+    run: Run
+    emitter: RunEventEmitter
+    user_message: Message
+    memory_notes: str
+    # Records a stage's model calls (with tracing on, under the trace context it is given);
+    # gives how many it recorded.
+    store_usage: Callable[[str, list[ModelCall], Any], int]
+    recorded_calls: int = 0
+    # Each stage's model calls, for its step's additional output.
+    stage_calls: dict[str, list[ModelCall]] = field(default_factory=dict)
+    # What the run's clients asked of it when this job last finished a stage (none yet).
+    control: RunControl | None = None
+
+    # The router's and the worker's context, read with the turn.
+    contexts: dict[Visibility, list[tuple[str, str]]] = field(default_factory=dict)
+    # Each stage's config, read with the turn; a config that could not be read (an
+    # automation job's that does not validate) fails its stage when the stage starts.
+    configs: dict[str, StageConfig | Exception] = field(default_factory=dict)
+    # The reply the run goes on with, when it answers the interrupts of the run before.
+    held: HeldReply | None = None
+    # The owner's spending limits, read with the turn.
+    limits: Limits = field(default_factory=lambda: Limits(daily=None, monthly=None))
+    # The tools of the worker's MCP servers, listed when a stage first needs them.
+    mcp_tools: list[ToolBase] | None = None
+    # The stages the run goes through, in order.
+    stages: list[Stage] = field(default_factory=list)
+    # The stages whose step was started with the boundary before them (one trip to a
+    # database thread for both): their start only sends ``STEP_STARTED``.
+    steps_begun: set[str] = field(default_factory=set)
+    # The last stage's step end, recorded in the transaction that completes the run.
+    closing: StepEnd | None = None
+
+    @classmethod
+    def prepare(
+        cls,
+        *,
+        run: Run,
+        emitter: RunEventEmitter,
+        memory_notes: str,
+        store_usage: Callable[[str, list[ModelCall], Any], int],
+    ) -> "RunTurn":
+        """The turn of a run, with what its stages read (from a database thread)."""
+        held = held_reply_for(run=run)
+        user_message = run_user_message(run_pk=held.user_run_pk if held else run.pk)
+        configs: dict[str, StageConfig | Exception] = {}
+        for stage in (Stage.ROUTER, Stage.WORKER, Stage.MEMORY):
+            try:
+                configs[stage] = stage_config(run=run, stage=stage)
+            except Exception as exc:  # raised when the stage that needs it starts
+                configs[stage] = exc
+        return cls(
+            run=run,
+            emitter=emitter,
+            user_message=user_message,
+            memory_notes=memory_notes,
+            store_usage=store_usage,
+            contexts=context_messages_for(
+                thread_id=run.thread_id,
+                before_seq=user_message.seq,
+                consumers=[Visibility.ROUTER, Visibility.WORKER],
+                token_budget=settings.AGENT_CONTEXT_TOKEN_BUDGET,
+            ),
+            configs=configs,
+            held=held,
+            limits=user_limits(user_id=run.thread.owner_id),
+        )
+
+    def config(self, stage: str) -> StageConfig:
+        """The stage's config (what could not be read is raised now)."""
+        config = self.configs[stage]
+        if isinstance(config, Exception):
+            raise config
+        return config
+
+    @property
+    def claim_token(self) -> uuid.UUID:
+        """The job's claim of the run (its emitter's): its writes count only under it."""
+        token = self.emitter.claim_token
+        assert token is not None, "a job's emitter writes under its claim"
+        return token
+
+    def usage_log(self, stage: Stage) -> UsageLog:
+        """A stage's log of its model calls; with a budget, each billed call waits for the
+        check that the owner's limits are not reached (``BudgetExceeded`` ends the run)."""
+        if not self.limits.any:
+            return UsageLog(stage=stage)
+        return UsageLog(stage=stage, before_call=self._spend_check)
+
+    async def _spend_check(self) -> None:
+        # The calls before this one are recorded first (their records are written on a
+        # database thread as each ends): the spend counts every call the run has made.
+        await self.emitter.flush_async()
+        await db(budget_check, user_id=self.run.thread.owner_id, limits=self.limits)
+
+    def record_usage(self, usage_log: UsageLog) -> None:
+        """Record the calls the log holds on a database thread (``defer``): the model does
+        not wait for the bookkeeping. The emitter's ``flush_async()`` waits for it."""
+        calls = usage_log.drain()
+        self.stage_calls.setdefault(usage_log.stage, []).extend(calls)
+        if calls:
+            parent = tracing.current_context()  # the stage's span, with tracing on
+            self.emitter.defer(partial(self._store_usage, usage_log.stage, calls, parent))
+
+    def _store_usage(self, stage: str, calls: list[ModelCall], trace_parent: Any) -> None:
+        self.recorded_calls += self.store_usage(stage, calls, trace_parent)
+
+    @property
+    def ids(self) -> dict[str, str]:
+        return {"threadId": str(self.run.thread_id), "runId": self.run.run_id}
+
+    async def step_start(self, stage: Stage, input: Any) -> None:
+        """The stage starts: its step row, then its ``STEP_STARTED`` (unless the boundary
+        before it did both)."""
+        if stage in self.steps_begun:
+            return
+        await db_retried(
+            agent_step_start, run=self.run, claim_token=self.claim_token, stage=stage, input=input
+        )
+        self.steps_begun.add(stage)
+        self.emitter.emit(StepStartedEvent(step_name=stage, **self.ids))
+
+    def step_begin(self, begin: StepBegin) -> StepStartedEvent:
+        """Start a stage's step row (on a database thread); the ``STEP_STARTED`` the caller
+        writes in the same transaction."""
+        agent_step_start(
+            run=self.run, claim_token=self.claim_token, stage=begin.stage, input=begin.input
+        )
+        self.steps_begun.add(begin.stage)
+        return StepStartedEvent(step_name=begin.stage, **self.ids)
+
+    def step_after(self, stage: Stage, *, input: Any) -> StepBegin | None:
+        """The step of the stage after ``stage``, to start at the boundary (none after the
+        last)."""
+        index = self.stages.index(stage) + 1
+        return (
+            StepBegin(stage=self.stages[index], input=input) if index < len(self.stages) else None
+        )
+
+    def step_end(
+        self,
+        stage: Stage,
+        *,
+        output: Any,
+        started: float,
+        is_last: bool,
+        state: RunMappingState | None,
+    ) -> StepEnd:
+        """How the stage's step ends: its output, with its tool calls, model calls and
+        latency."""
+        details: dict[str, Any] = {
+            "latency_ms": round((time.monotonic() - started) * 1000),
+            "model_calls": [
+                {"model": call.model_id, **token_counts(call.usage)}
+                for call in self.stage_calls.get(stage, [])
+            ],
+        }
+        if state is not None and state.tool_names:
+            details["tool_calls"] = [
+                {
+                    "id": tool.tool_call_id,
+                    "name": tool.tool_name,
+                    "arguments": tool.args,
+                    "result": tool.result,
+                }
+                for tool in tool_results(state)
+            ]
+        return StepEnd(stage=stage, output=output, additional_output=details, is_last=is_last)
+
+    async def step_finish(
+        self,
+        stage: Stage,
+        *,
+        output: Any,
+        started: float,
+        is_last: bool,
+        state: RunMappingState | None = None,
+        then: StepBegin | None = None,
+    ) -> None:
+        """The stage ends: its step row completed and, unless the run is to be parked at
+        this boundary, the next stage's (``then``) started, with their ``STEP_FINISHED`` and
+        ``STEP_STARTED`` written in the same transaction (one trip to a database thread,
+        one commit)."""
+        ended = self.step_end(stage, output=output, started=started, is_last=is_last, state=state)
+        await self.emitter.flush_async()  # what the stage emitted comes first
+        await db_retried(self._boundary, ended, then)
+
+    def _boundary(self, ended: StepEnd, then: StepBegin | None) -> None:
+        with self.emitter.rewound_on_failure(), transaction.atomic():
+            self.emitter.emit_here(self.step_advance(ended, then))
+
+    def step_advance(self, ended: StepEnd, then: StepBegin | None) -> list[BaseEvent]:
+        """A stage boundary's rows (on a database thread, in the caller's transaction): the
+        step ended and the next begun, and what the run's clients ask of it now; the events
+        that say so, for the caller to write in the same transaction."""
+        done = self.stages.index(Stage(ended.stage)) + 1 if ended.stage in self.stages else 0
+        self.control, begun = agent_step_advance(
+            run=self.run, claim_token=self.claim_token, ended=ended, done=done, then=then
+        )
+        events: list[BaseEvent] = [StepFinishedEvent(step_name=ended.stage, **self.ids)]
+        if begun:
+            assert then is not None
+            self.steps_begun.add(then.stage)
+            events.append(StepStartedEvent(step_name=then.stage, **self.ids))
+        return events
+
+    def step_finish_with_run(
+        self, stage: Stage, *, output: Any, started: float, state: RunMappingState | None
+    ) -> None:
+        """The last stage ends: its step is completed, and its ``STEP_FINISHED`` sent, in
+        the transaction that completes the run (``step_closing``)."""
+        self.closing = self.step_end(
+            stage, output=output, started=started, is_last=True, state=state
+        )
+
+    def step_closing(self) -> None:
+        """The last stage's step end, in the transaction that completes the run (on its
+        database thread), and its ``STEP_FINISHED``, written with the run's terminal event."""
+        if self.closing is None:
+            return
+        ended = self.closing
+        agent_step_finish(
+            run=self.run,
+            claim_token=self.claim_token,
+            stage=ended.stage,
+            output=ended.output,
+            additional_output=ended.additional_output,
+            is_last=True,
+        )
+        self.emitter.emit_with_end(StepFinishedEvent(step_name=ended.stage, **self.ids))
+
+    @property
+    def tool_context(self) -> ToolContext:
+        return ToolContext(
+            user_id=self.run.thread.owner_id, run_pk=self.run.pk, client_time=self.run.client_time
+        )
+
+    def worker_tools(self) -> list[Callable[..., Any]]:
+        """The tools the worker's config enables (the router chooses among them)."""
+        return tools_for(config=self.config(Stage.WORKER), context=self.tool_context)
+
+    async def worker_mcp_tools(self) -> list[ToolBase]:
+        """The tools of the worker's MCP servers (the router chooses among them too)."""
+        if self.mcp_tools is None:
+            self.mcp_tools = await mcp_tools(self.config(Stage.WORKER).mcp_servers)
+        return self.mcp_tools
+
+    def client_tools(self) -> list[ClientTool]:
+        """The client's tools (``RunAgentInput.tools``): those of the run it goes on from,
+        as the client now names them."""
+        specs = {tool["name"]: tool for tool in self.held.client_tools} if self.held else {}
+        specs.update({tool["name"]: tool for tool in self.run.input.get("tools", [])})
+        return [
+            ClientTool(
+                name=name,
+                description=spec.get("description", ""),
+                parameters=spec.get("parameters") or None,
+            )
+            for name, spec in specs.items()
+        ]
+
+    def user_content(self) -> str | list[TextBlock | DataBlock]:
+        """The user message for the worker: its text, with its images when it has some
+        (from a database thread)."""
+        images = [
+            (block["mimeType"], attachment_bytes(owner=self.run.thread.owner, block=block))
+            for block in self.user_message.content_blocks
+            if block.get("type") == "binary"
+        ]
+        if not images:
+            return self.user_message.content
+        return user_content_with_images(self.user_message.content, images)
+
+    def context(self, consumer: Visibility) -> list[tuple[str, str]]:
+        return self.contexts[consumer]
+
+    async def relay_reply(
+        self, reply: AsyncIterator[Any], state: RunMappingState, usage_log: UsageLog
+    ) -> Msg | None:
+        """Send a stage's AgentScope events as AG-UI events; its final message. The journal
+        writer writes the events as they come, and each model call's usage is recorded once
+        the call ends: the reply runs through in one pass."""
+        final = await self._relay(reply, state, usage_log)
+        raise_if_cancelled()
+        return final
+
+    async def _relay(
+        self, reply: AsyncIterator[Any], state: RunMappingState, usage_log: UsageLog
+    ) -> Msg | None:
+        final = None
+        turned = time.monotonic()
+        async with contextlib.aclosing(reply):  # type: ignore[type-var]  # an async generator
+            async for item in reply:
+                if isinstance(item, Msg):
+                    final = item
+                    continue
+                for event in map_agentscope_event(item, state):
+                    self.emitter.emit(event)
+                if usage_log.calls:
+                    self.record_usage(usage_log)
+                if time.monotonic() - turned >= _TURN_SECONDS:
+                    # A fast model's chunks are read from a buffer without a turn of the
+                    # loop: now and then give the other runs and the journal writer their
+                    # turn; what comes meanwhile goes in the next write.
+                    await asyncio.sleep(0)
+                    turned = time.monotonic()
+        return final
+
+
+def attachment_bytes(*, owner: Any, block: dict[str, Any]) -> bytes:
+    """The stored image a user message's binary block names (its ``bucket`` and ``path``)."""
+    attachment = attachment_get_for_user(user=owner, bucket=block["bucket"], path=block["path"])
+    return attachment_read(attachment=attachment)
+
+
+def token_counts(usage: dict[str, Any]) -> dict[str, Any]:
+    return {key: usage[key] for key in ("input_tokens", "output_tokens") if key in usage}
