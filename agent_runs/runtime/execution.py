@@ -140,6 +140,8 @@ async def _run_job(
         )
     finally:
         await emitter.settle_async()  # the job's writes are all made when it ends
+        if isinstance(opening, Opening):
+            await opening.turn.usage_settle()
         await db_retried(run_dispatch_next, thread_id=run.thread_id)
 
 
@@ -226,13 +228,14 @@ async def _stage_run(
 
 
 def _run_finish(run: Run, turn: RunTurn) -> None:
-    """The run completed: its last stage's step ended, its ``RUN_FINISHED`` written and the
-    run marked completed, in one transaction."""
+    """The run completed: its last stage's step ended, its ``RUN_FINISHED`` written, the
+    run marked completed and its last model calls' usage recorded, in one transaction."""
     with transaction.atomic():
         turn.step_closing()
         turn.emitter.emit(RunFinishedEvent(thread_id=str(run.thread_id), run_id=run.run_id))
         if not run_complete(run=run, claim_token=turn.claim_token):
             raise RunNoLongerRunning(run.pk)
+        turn.usage_store()
 
 
 async def _park_if_asked(turn: RunTurn, checkpoint: Checkpoint, *, done: int) -> bool:

@@ -26,7 +26,7 @@ from agentscope.message import (
 )
 from agentscope.tool import ToolBase
 from django.conf import settings
-from django.db import transaction
+from django.db import DatabaseError, transaction
 
 from agent_runs.agent_config import StageConfig, stage_config
 from agent_runs.events.emitter import RunEventEmitter
@@ -70,6 +70,16 @@ logger = logging.getLogger(__name__)
 _TURN_SECONDS = 0.001
 
 
+@dataclass(eq=False)
+class _Unrecorded:
+    """A stage's model calls whose usage is to be recorded, with the tracing context of the
+    stage (their spans' parent, with tracing on)."""
+
+    stage: str
+    calls: list[ModelCall]
+    parent: Any
+
+
 @dataclass
 class RunTurn:
     """What the stages of one run share."""
@@ -105,6 +115,8 @@ class RunTurn:
     steps_begun: set[str] = field(default_factory=set)
     # The last stage's step end, recorded in the transaction that completes the run.
     closing: StepEnd | None = None
+    # Model calls whose usage is not recorded yet (``usage_store``).
+    unrecorded: list["_Unrecorded"] = field(default_factory=list)
 
     @classmethod
     def prepare(
@@ -163,22 +175,48 @@ class RunTurn:
         return UsageLog(stage=stage, before_call=self._spend_check)
 
     async def _spend_check(self) -> None:
-        # The calls before this one are recorded first (their records are written on a
-        # database thread as each ends): the spend counts every call the run has made.
-        await self.emitter.flush_async()
-        await db(budget_check, user_id=self.run.thread.owner_id, limits=self.limits)
+        # The calls before this one are recorded first: the spend counts every call the run
+        # has made.
+        await db(self._spend_check_here)
+
+    def _spend_check_here(self) -> None:
+        self.usage_store()
+        budget_check(user_id=self.run.thread.owner_id, limits=self.limits)
 
     def record_usage(self, usage_log: UsageLog) -> None:
-        """Record the calls the log holds on a database thread (``defer``): the model does
-        not wait for the bookkeeping. The emitter's ``flush_async()`` waits for it."""
+        """Keep the calls the log holds for the job's next write (``usage_store``): the
+        model does not wait for the bookkeeping, and the records share that write's commit."""
         calls = usage_log.drain()
         self.stage_calls.setdefault(usage_log.stage, []).extend(calls)
         if calls:
             parent = tracing.current_context()  # the stage's span, with tracing on
-            self.emitter.defer(partial(self._store_usage, usage_log.stage, calls, parent))
+            self.unrecorded.append(_Unrecorded(usage_log.stage, calls, parent))
 
-    def _store_usage(self, stage: str, calls: list[ModelCall], trace_parent: Any) -> None:
-        self.recorded_calls += self.store_usage(stage, calls, trace_parent)
+    def usage_store(self) -> int:
+        """Record the calls kept so far, on a database thread, in the caller's transaction
+        (its last statements: a call's day totals stay locked until the commit) or on their
+        own; how many were. They are let go once it commits: a transaction that fails leaves
+        them for the next write, or for the job's end (``usage_settle``)."""
+        pending = list(self.unrecorded)
+        recorded = sum(self.store_usage(item.stage, item.calls, item.parent) for item in pending)
+        transaction.on_commit(partial(self._usage_recorded, pending, recorded))
+        return recorded
+
+    def _usage_recorded(self, pending: list["_Unrecorded"], recorded: int) -> None:
+        self.unrecorded = [item for item in self.unrecorded if item not in pending]
+        self.recorded_calls += recorded
+
+    async def usage_settle(self) -> None:
+        """At the job's end: record what no write of the job recorded (a run that failed or
+        was cancelled is billed for the calls it made too)."""
+        if not self.unrecorded:
+            return
+        try:
+            await db_retried(self.usage_store)
+        except DatabaseError:  # the answer (or the failure) matters more than its bookkeeping
+            logger.exception(
+                "run %s: the usage of %d calls not recorded", self.run.pk, len(self.unrecorded)
+            )
 
     @property
     def ids(self) -> dict[str, str]:
@@ -263,6 +301,7 @@ class RunTurn:
     def _boundary(self, ended: StepEnd, then: StepBegin | None) -> None:
         with self.emitter.rewound_on_failure(), transaction.atomic():
             self.emitter.emit_here(self.step_advance(ended, then))
+            self.usage_store()
 
     def step_advance(self, ended: StepEnd, then: StepBegin | None) -> list[BaseEvent]:
         """A stage boundary's rows (on a database thread, in the caller's transaction): the

@@ -236,7 +236,7 @@ def _answer_store(
                 output,
                 state,
                 digest=billing_selectors.run_usage_digest(
-                    run=run, any_records=turn.recorded_calls > 0
+                    run=run, any_records=turn.usage_store() + turn.recorded_calls > 0
                 ),
                 locale=user_locale(user_profile_settings(user_id=run.thread.owner_id)),
             )
