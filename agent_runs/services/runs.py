@@ -24,9 +24,9 @@ from agent_runs.errors import (
     ThreadBusy,
     ToolNameTaken,
 )
+from agent_runs.events.reads import thread_message_ids_known
 from agent_runs.models import RUN_ACTIVE_STATUSES, Message, MultitaskStrategy, Run, Thread
 from agent_runs.run_input import RunAgentInput, snapshot_sha256, user_text
-from agent_runs.selectors.messages import thread_message_ids_known
 from agent_runs.services.interrupts import (
     interrupts_close,
     interrupts_withdraw,
