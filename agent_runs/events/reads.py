@@ -1,18 +1,21 @@
-"""Reads of the event journal: where a client's stream starts, and pages of events. The
-journal's own package holds them (codec → reads → emitter → hub → follow → wait)."""
+"""Reads of the event journal: where a client's stream starts, pages of events, and the
+message ids its events streamed. The journal's own package holds them (codec → reads →
+emitter → hub → follow → wait)."""
 
 import uuid
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import connection
+from django.db.models import Q
 from django.http import Http404
 
 from agent_runs.db import db_value
 from agent_runs.events.codec import TERMINAL_TYPES
-from agent_runs.models import Run, RunEvent, Thread
+from agent_runs.models import Message, Run, RunEvent, Thread
 from agent_runs.selectors.runs import thread_get_for_user
 
 
@@ -142,3 +145,40 @@ def run_start_of_event(*, thread_id: uuid.UUID, event_id: int) -> RunStart | Non
     run_events = RunEvent.objects.filter(run_id=at_event["run_id"])
     first: int = run_events.order_by("seq").values_list("pk", flat=True)[0]
     return RunStart(first_event_id=first, earlier_events=events.filter(pk__lt=first).exists())
+
+
+# The events that give a client's copy of the conversation its message ids: an AG-UI client
+# makes a message of each text message, of each reasoning message, of each tool call's
+# assistant message (its parent message, or the tool call itself without one) and of each
+# tool result.
+_ID_FIELDS = {
+    "TEXT_MESSAGE_START": ("messageId",),
+    "REASONING_MESSAGE_START": ("messageId",),
+    "TOOL_CALL_START": ("parentMessageId", "toolCallId"),
+    "TOOL_CALL_RESULT": ("messageId",),
+}
+
+
+def thread_message_ids_known(
+    *, thread_id: uuid.UUID, ids: Collection[str], streamed: bool = True
+) -> set[str]:
+    """Which of ``ids`` name a message of the thread: a stored message, or (``streamed``)
+    one its events streamed to the client (say, the router's reply, never stored as a
+    message), which takes a look through the thread's events."""
+    wanted = set(ids)
+    known = set(
+        Message.objects.filter(thread_id=thread_id, message_id__in=wanted).values_list(
+            "message_id", flat=True
+        )
+    )
+    rest = wanted - known
+    if not rest or not streamed:
+        return known
+    named = Q()
+    for fields in _ID_FIELDS.values():
+        for field in fields:
+            named |= Q(**{f"payload__{field}__in": sorted(rest)})
+    payloads = RunEvent.objects.filter(thread_id=thread_id, type__in=_ID_FIELDS).filter(named)
+    for kind, payload in payloads.values_list("type", "payload"):
+        known.update(payload.get(field) for field in _ID_FIELDS[kind] if payload.get(field) in rest)
+    return known

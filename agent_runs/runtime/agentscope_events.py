@@ -86,6 +86,11 @@ def map_agentscope_event(event: Any, state: RunMappingState) -> list[BaseEvent]:
         return []
     if kind in _REASONING_KINDS:
         return _REASONING_KINDS[kind](event, state)
+    return _tool_event(kind, event, state)
+
+
+def _tool_event(kind: Any, event: Any, state: RunMappingState) -> list[BaseEvent]:
+    """``map_agentscope_event`` for a tool call's start, end and result, and held calls."""
     tool_call_id = str(getattr(event, "tool_call_id", "") or "")
     if kind == AgentScopeEventType.TOOL_CALL_START and event.tool_call_name == (
         STRUCTURED_OUTPUT_TOOL
@@ -95,19 +100,7 @@ def map_agentscope_event(event: Any, state: RunMappingState) -> list[BaseEvent]:
     if tool_call_id in state.structured_answers:
         return []
     if kind == AgentScopeEventType.TOOL_CALL_START:
-        state.tool_names[tool_call_id] = event.tool_call_name
-        state.tool_args[tool_call_id] = ""
-        return [
-            ToolCallStartEvent(
-                tool_call_id=tool_call_id,
-                tool_call_name=event.tool_call_name,
-                parent_message_id=state.message_id,
-                messageId=state.message_id,
-                stage=state.stage,
-                threadId=state.thread_id,
-                runId=state.run_id,
-            )
-        ]
+        return [_tool_call_start(tool_call_id, event, state)]
     if kind == AgentScopeEventType.TOOL_CALL_END:
         return _tool_call_end(tool_call_id, state)
     if kind == AgentScopeEventType.TOOL_RESULT_TEXT_DELTA:
@@ -126,6 +119,20 @@ def map_agentscope_event(event: Any, state: RunMappingState) -> list[BaseEvent]:
         for call in event.tool_calls:
             state.held[call.id] = _HOLDS[kind]
     return []
+
+
+def _tool_call_start(tool_call_id: str, event: Any, state: RunMappingState) -> BaseEvent:
+    state.tool_names[tool_call_id] = event.tool_call_name
+    state.tool_args[tool_call_id] = ""
+    return ToolCallStartEvent(
+        tool_call_id=tool_call_id,
+        tool_call_name=event.tool_call_name,
+        parent_message_id=state.message_id,
+        messageId=state.message_id,
+        stage=state.stage,
+        threadId=state.thread_id,
+        runId=state.run_id,
+    )
 
 
 # AgentScope's events for a reply that stops on tool calls, and what each call waits for.

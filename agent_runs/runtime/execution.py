@@ -51,6 +51,7 @@ from agent_runs.services.lifecycle import (
     run_fail,
     run_park,
 )
+from agent_runs.services.steps import thread_lock_for_job
 from billing.errors import BudgetExceeded
 
 logger = logging.getLogger(__name__)
@@ -231,6 +232,7 @@ def _run_finish(run: Run, turn: RunTurn) -> None:
     """The run completed: its last stage's step ended, its ``RUN_FINISHED`` written, the
     run marked completed and its last model calls' usage recorded, in one transaction."""
     with transaction.atomic():
+        thread_lock_for_job(thread_id=run.thread_id)
         turn.step_closing()
         turn.emitter.emit(RunFinishedEvent(thread_id=str(run.thread_id), run_id=run.run_id))
         if not run_complete(run=run, claim_token=turn.claim_token):

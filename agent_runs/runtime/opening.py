@@ -32,7 +32,7 @@ from agent_runs.selectors.context import user_memory_notes
 from agent_runs.services.lifecycle import (
     run_claim_and_load,
 )
-from agent_runs.services.steps import StepBegin
+from agent_runs.services.steps import StepBegin, thread_lock_for_job
 from billing import services as billing_services
 
 logger = logging.getLogger(__name__)
@@ -47,6 +47,7 @@ def run_claim_and_open(
     fails after the claim is rolled back to it and is the job's to fail the run with; the
     claim commits either way. ``None`` when the run is not this job's to run."""
     with transaction.atomic():
+        thread_lock_for_job(run_pk=run_pk)
         claimed = run_claim_and_load(run_pk=run_pk)
         if claimed is None:
             return None

@@ -58,6 +58,7 @@ from agent_runs.services.steps import (
     agent_step_advance,
     agent_step_finish,
     agent_step_start,
+    thread_lock_for_job,
 )
 from attachments.selectors import attachment_get_for_user, attachment_read
 from billing.budgets import Limits, budget_check, user_limits
@@ -300,6 +301,7 @@ class RunTurn:
 
     def _boundary(self, ended: StepEnd, then: StepBegin | None) -> None:
         with self.emitter.rewound_on_failure(), transaction.atomic():
+            thread_lock_for_job(thread_id=self.run.thread_id)
             self.emitter.emit_here(self.step_advance(ended, then))
             self.usage_store()
 

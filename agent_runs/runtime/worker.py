@@ -51,7 +51,7 @@ from rq.utils import now
 
 import agent_runs.runtime.jobs  # noqa: F401 - preloaded on purpose, see the module docstring
 from agent_runs import metrics
-from agent_runs.events.emitter import close_event_connection
+from agent_runs.events.writer import close_event_connection
 from agent_runs.push.services import push_deliveries_enqueue_due
 from agent_runs.runtime import agentscope_tuning
 from agent_runs.runtime.agents import WORKER_SYSTEM_PROMPT, conversation, worker_reply

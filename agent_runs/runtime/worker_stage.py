@@ -46,6 +46,7 @@ from agent_runs.services.messages import StageAnswer, run_stage_messages_store
 from agent_runs.services.steps import (
     StepBegin,
     StepEnd,
+    thread_lock_for_job,
 )
 from agent_runs.ui_schema import ui_schema_compile
 from billing import selectors as billing_selectors
@@ -213,6 +214,7 @@ def _answer_store(
     finds the message stored."""
     run = turn.run
     with turn.emitter.rewound_on_failure(), transaction.atomic():
+        thread_lock_for_job(thread_id=run.thread_id)
         run_stage_messages_store(
             run=run,
             claim_token=turn.claim_token,

@@ -13,9 +13,9 @@ from agent_runs.errors import (
     ConversationMessageUnknown,
     RunInputInvalid,
 )
+from agent_runs.events.reads import thread_message_ids_known
 from agent_runs.models import Run, Thread
 from agent_runs.run_input import RunAgentInput
-from agent_runs.selectors.messages import thread_message_ids_known
 from attachments.models import Attachment
 from attachments.selectors import attachment_from_signed_url
 

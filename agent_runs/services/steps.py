@@ -178,6 +178,29 @@ def _step_update_claimed(
     return RunControl(pause_requested=row[0], step_budget=row[1])
 
 
+def thread_lock_for_job(*, thread_id: uuid.UUID | None = None, run_pk: int | None = None) -> None:
+    """Lock the thread's row (of ``thread_id``, or of the run ``run_pk``) at the start of a
+    job's transaction that locks its run's row and writes rows that refer to the thread
+    (steps, events, messages): in the order the services that change a thread's runs take
+    them, the thread first, then the run. Taken the other way round, a request that locks
+    the thread (a second message that interrupts the run) and the job would each wait for
+    the other. ``FOR NO KEY UPDATE``: what the job's own writes take of the thread later."""
+    if connection.vendor != "postgresql":
+        return  # SQLite's transactions take the whole database
+    with connection.cursor() as cursor:
+        if thread_id is not None:
+            cursor.execute(_THREAD_LOCK, [thread_id])
+        else:
+            cursor.execute(_THREAD_OF_RUN_LOCK, [run_pk])
+
+
+_THREAD_LOCK = f"SELECT 1 FROM {Thread._meta.db_table} WHERE id = %s FOR NO KEY UPDATE"
+_THREAD_OF_RUN_LOCK = (
+    f"SELECT 1 FROM {Thread._meta.db_table} WHERE id = "
+    f"(SELECT thread_id FROM {Run._meta.db_table} WHERE id = %s) FOR NO KEY UPDATE"
+)
+
+
 def agent_step_advance(
     *, run: Run, claim_token: uuid.UUID, ended: StepEnd, done: int, then: StepBegin | None
 ) -> tuple[RunControl, bool]:

@@ -93,7 +93,7 @@ def test_a_model_without_a_catalog_price_is_recorded_unpriced_not_free(
 def test_a_cancelled_run_is_billed_for_the_calls_it_made(alice, redis_queue, deepseek):
     """The router's call is recorded as it ends; cancelling the run while the worker's call
     is in flight (its work-horse is killed) leaves that record, priced."""
-    from tests.agent_runs.test_run_cancel import cancel, wait_for
+    from tests.agent_runs.services.test_run_cancel import cancel, wait_for
     from tests.conftest import start_worker, stop_process
 
     price_entry(DEEPSEEK, (None, "0.00000028", "0.00000042", "0.000000028"))

@@ -44,7 +44,7 @@ def test_the_connection_pool_keeps_the_options_of_database_url():
     script = (
         "import django; django.setup()\n"
         "from django.db import connection\n"
-        "from agent_runs.events.emitter import _connection_kwargs\n"
+        "from agent_runs.events.writer import _connection_kwargs\n"
         "params = _connection_kwargs()\n"
         "pooled = 'pool' in connection.settings_dict['OPTIONS']\n"
         "print(params['sslmode'], params['application_name'], pooled)\n"

@@ -81,7 +81,15 @@ def reference_now(client_time: dict[str, Any] | None) -> datetime:
 
 def calendar_tools(context: ToolContext) -> list[Any]:
     """The four calendar tools, bound to one run's user and client time."""
+    return [
+        _calendar_create_tool(context),
+        _calendar_list_tool(context),
+        _calendar_update_tool(context),
+        _calendar_delete_tool(context),
+    ]
 
+
+def _calendar_create_tool(context: ToolContext) -> Any:
     async def calendar_create(
         title: str, start: str, end: str | None = None, event_timezone: str | None = None
     ) -> dict[str, Any]:
@@ -97,6 +105,10 @@ def calendar_tools(context: ToolContext) -> list[Any]:
         """
         return await db_call(_create, context, title, start, end, event_timezone)
 
+    return calendar_create
+
+
+def _calendar_list_tool(context: ToolContext) -> Any:
     async def calendar_list(days: int = 7) -> dict[str, Any]:
         """List the user's events from now on.
 
@@ -105,6 +117,10 @@ def calendar_tools(context: ToolContext) -> list[Any]:
         """
         return await db_call(_list, context, days)
 
+    return calendar_list
+
+
+def _calendar_update_tool(context: ToolContext) -> Any:
     async def calendar_update(
         event_id: int,
         title: str | None = None,
@@ -121,6 +137,10 @@ def calendar_tools(context: ToolContext) -> list[Any]:
         """
         return await db_call(_update, context, event_id, title, start, event_timezone)
 
+    return calendar_update
+
+
+def _calendar_delete_tool(context: ToolContext) -> Any:
     async def calendar_delete(event_id: int) -> dict[str, Any]:
         """Delete one of the user's events.
 
@@ -129,7 +149,7 @@ def calendar_tools(context: ToolContext) -> list[Any]:
         """
         return await db_call(_delete, context, event_id)
 
-    return [calendar_create, calendar_list, calendar_update, calendar_delete]
+    return calendar_delete
 
 
 def _zone_for(context: ToolContext, explicit: str | None) -> str:

@@ -16,7 +16,7 @@ from django.utils.html import escape
 from agent_runs.models import CalendarEvent, Run, RunEvent
 from billing.models import UsageRecord
 from billing.selectors import format_cost
-from tests.agent_runs.test_run_cancel import cancel
+from tests.agent_runs.services.test_run_cancel import cancel
 from tests.billing.conftest import price_entry
 from tests.conftest import post_run, run_input, start_worker, stop_process, wait_for, work_burst
 from tests.fake_llm import FakeOpenAI

@@ -22,7 +22,8 @@ from django.db import transaction
 from agent_runs.db import db_call
 from agent_runs.errors import RunNoLongerRunning
 from agent_runs.events import emitter as event_log
-from agent_runs.events.emitter import RunEventEmitter, close_event_connection
+from agent_runs.events.emitter import RunEventEmitter
+from agent_runs.events.writer import close_event_connection
 from agent_runs.models import Run, RunEvent
 from agent_runs.runtime.async_bridge import bridge_loop, run_coroutine
 from agent_runs.services.lifecycle import run_claim, run_complete

@@ -35,8 +35,12 @@ from rq.registry import StartedJobRegistry
 
 from agent_runs.models import Run, RunEvent, WorkerBeat
 from agent_runs.services.lifecycle import runs_recover
+from tests.agent_runs.events.test_journal_integrity import (
+    TERMINAL,
+    assert_whole_runs,
+    thread_journal,
+)
 from tests.agent_runs.sse import read_sse
-from tests.agent_runs.test_journal_integrity import TERMINAL, assert_whole_runs, thread_journal
 from tests.conftest import post_run, run_input, start_daphne, start_worker, stop_process, wait_for
 from tests.fake_llm import FakeOpenAI
 
