@@ -31,9 +31,9 @@ from agentscope.event import (
     ToolResultTextDeltaEvent,
 )
 
+from agent_runs.api.sse import sse_frame
 from agent_runs.events import codec
 from agent_runs.events.codec import EventOrderError, EventSequence, encode_event
-from agent_runs.events.sse import sse_frame
 from agent_runs.runtime.agentscope_events import (
     STRUCTURED_OUTPUT_TOOL,
     RunMappingState,
