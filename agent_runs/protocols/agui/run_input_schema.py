@@ -1,6 +1,6 @@
 """The JSON Schema of ``POST /api/v1/agent/runs``' body: a RunAgentInput holding the one new
 user message, with the spec's validation rules (docs/spec/run-agent-input.md, Validation
-Rules; parsing.py) as far as JSON Schema can state them, so that a body the schema allows is
+Rules; inbound.py) as far as JSON Schema can state them, so that a body the schema allows is
 one the endpoint takes. Two rules name what the server holds, as formats: an image's
 ``url`` is an ``attachment-url``, an automation run's job an ``automation-job``.
 
@@ -16,7 +16,7 @@ from typing import Any
 
 from agent_runs.agent_config import MCP_TOOL_PREFIX
 from agent_runs.api.json_input import MAX_JSON_DEPTH, NOT_BLANK_PATTERN
-from agent_runs.protocols.agui.parsing import (
+from agent_runs.protocols.agui.inbound import (
     MAX_ATTACHMENTS_PER_MESSAGE,
     MAX_EPOCH_MS,
     MAX_MESSAGES,

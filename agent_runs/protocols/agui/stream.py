@@ -24,9 +24,9 @@ from agent_runs.api.sse import retry_frame, sse_frame
 from agent_runs.db import db_call
 from agent_runs.events.reads import EventStreamStart, event_stream_start
 from agent_runs.models import Run
-from agent_runs.protocols.agui.client_events import ClientEvent, ClientEvents
 from agent_runs.protocols.agui.errors import NOT_AUTHENTICATED, error_parts
-from agent_runs.protocols.agui.parsing import parse_event_cursor, run_id_or_404
+from agent_runs.protocols.agui.inbound import parse_event_cursor, run_id_or_404
+from agent_runs.protocols.agui.outbound import ClientEvent, ClientEvents
 from agent_runs.services.lifecycle import run_cancel
 
 logger = logging.getLogger(__name__)

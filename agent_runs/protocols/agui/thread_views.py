@@ -15,6 +15,7 @@ from agent_runs.api.json_input import JsonBodyParser
 from agent_runs.api.openapi import error_responses
 from agent_runs.authentication import request_user
 from agent_runs.models import Interrupt
+from agent_runs.protocols.agui.inbound import run_id_or_404, thread_id_or_404
 from agent_runs.protocols.agui.openapi import THREAD_ID_QUERY, page_parameters
 from agent_runs.protocols.agui.pagination import (
     INTERRUPT_CURSOR,
@@ -29,7 +30,6 @@ from agent_runs.protocols.agui.pagination import (
     thread_cursor,
     thread_position,
 )
-from agent_runs.protocols.agui.parsing import run_id_or_404, thread_id_or_404
 from agent_runs.protocols.agui.serializers import (
     InterruptAnswerSerializer,
     InterruptDetailSerializer,

@@ -1,4 +1,5 @@
-"""The AG-UI edge's parsing of ``RunAgentInput``: the spec's validation rules, in order.
+"""The AG-UI edge's inbound side, the parsing of ``RunAgentInput``: the spec's validation
+rules, in order.
 
 docs/spec/run-agent-input.md: Validation Rules, forwardedProps, Compatibility Notes.
 """
