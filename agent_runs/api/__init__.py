@@ -1,8 +1,6 @@
 """The edge kit: what every protocol package (``agent_runs/protocols/``) and the ``history``
 and ``attachments`` views are built on. docs/adding-a-protocol.md walks through it.
 
-- ``authentication``: who calls (bearer tokens, the session, stream tokens), resolved once
-  per request;
 - ``json_input``: the JSON body reader, refusing what PostgreSQL could not store;
 - ``awaited``: answers that wait on a run without holding a request thread;
 - ``sse``: the one SSE frame writer, and the ``text/event-stream`` response;
@@ -10,4 +8,7 @@ and ``attachments`` views are built on. docs/adding-a-protocol.md walks through 
   ``Translator`` interface each protocol's outbound translator implements;
 - ``openapi``: the generic OpenAPI helpers (error responses, the bearer scheme);
 - ``views``: the base view whose error rendering each protocol supplies.
+
+Who calls is resolved once per request by ``agent_runs/authentication.py`` (bearer tokens,
+the session, stream tokens; ``request_user``), which the core's token services share.
 """
