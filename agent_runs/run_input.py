@@ -1,7 +1,7 @@
 """The core's one canonical command: a run's input as AG-UI's ``RunAgentInput`` model.
 
 docs/spec/run-agent-input.md, RunAgentInput Schema. Each protocol's edge builds one (the AG-UI edge
-by the spec's validation rules, agent_runs/protocols/agui/parsing.py); the core stores its
+by the spec's validation rules, agent_runs/protocols/agui/inbound.py); the core stores its
 snapshot and reads what it needs from the model, never from a protocol's wire JSON.
 """
 

@@ -23,6 +23,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from agent_runs.api.openapi import error_responses
 from attachments import selectors, services
 from attachments.errors import AttachmentFileMissing, AttachmentTooLarge, ObjectPathInvalid
 from attachments.images import MAX_PIXELS
@@ -34,7 +35,6 @@ from attachments.signing import (
     TOKEN_PATTERN,
     signed_url_create,
 )
-from config.openapi import error_responses
 
 # What multipart framing (boundaries, part headers, a short form field) adds around a file.
 _MULTIPART_OVERHEAD_BYTES = 64 * 1024

@@ -10,9 +10,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from agent_runs.api.openapi import error_responses
 from billing.budgets import Period, budget_currency, budget_periods
 from billing.errors import format_money
-from config.openapi import error_responses
 
 _PERIODS = inline_serializer(
     "UsagePeriod",

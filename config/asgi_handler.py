@@ -19,7 +19,7 @@ downloads) gives its database connection back before it starts, and is sent as D
 handler sends one: until it ends or the client goes away, whichever comes first; a
 disconnect cancels the sending, which closes the response's iterator (the AG-UI stream
 cancels its run then). It is closed afterwards on another thread. An ``AwaitedResponse`` (a
-run's outcome, ``agent_runs/awaited.py``) is completed on the loop, the view's thread already
+run's outcome, ``agent_runs/api/awaited.py``) is completed on the loop, the view's thread already
 back in the pool, and sent unless the client has gone away meanwhile.
 """
 
@@ -37,7 +37,7 @@ from django.db import close_old_connections
 from django.http import FileResponse, HttpResponseBase
 from django.urls import set_script_prefix
 
-from agent_runs.awaited import AWAITS_RESPONSES, AwaitedResponse
+from agent_runs.api.awaited import AWAITS_RESPONSES, AwaitedResponse
 
 
 class SyncChainASGIHandler(ASGIHandler):

@@ -42,7 +42,7 @@ urlpatterns = [
     path("", include("agent_runs.protocols.a2a.urls")),
     # The web console, a page for people on the public HTTP API (docs/console.md).
     path("console/", include("console.urls")),
-    # The OpenAPI schema and its pages (config/openapi.py), public; the pages' scripts are
+    # The OpenAPI schema and its pages (agent_runs/api/openapi.py), public; the pages' scripts are
     # this service's static files. The schema is the same until the code changes, and takes
     # a tenth of a second to generate: each process keeps it for an hour.
     path("api/schema/", cache_page(3600)(SpectacularAPIView.as_view()), name="schema"),

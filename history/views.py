@@ -7,7 +7,7 @@ from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.request import Request
 from rest_framework.views import APIView
 
-from config.openapi import error_responses
+from agent_runs.api.openapi import error_responses
 from history import selectors
 from history.schemas import HistorySnapshotResponse, parse_history_query
 

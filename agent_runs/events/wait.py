@@ -3,7 +3,7 @@ names, the run's terminal event or a time limit, whichever comes first.
 
 What a request answered with a run's outcome rather than its stream waits on (the Agent
 Protocol's official step, a non-streamed Responses or A2A call): the journal says when to
-look, so the wait costs no polling and holds no thread (``agent_runs/awaited.py``).
+look, so the wait costs no polling and holds no thread (``agent_runs/api/awaited.py``).
 """
 
 import asyncio

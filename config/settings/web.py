@@ -23,7 +23,7 @@ REST_FRAMEWORK = {
 }
 
 # The OpenAPI schema (/api/schema/) and its pages (/api/docs/, /api/redoc/), described in
-# config/openapi.py. Public: the schema holds no secret, and every endpoint it lists still
+# agent_runs/api/openapi.py. Public: the schema holds no secret, and every endpoint it lists still
 # asks for credentials.
 SPECTACULAR_SETTINGS = {
     "TITLE": "Agent run server API",
@@ -50,9 +50,9 @@ SPECTACULAR_SETTINGS = {
     },
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
-        "config.openapi.channels_routes_add",
-        "config.openapi.api_key_scope_responses_add",
-        "config.openapi.run_limit_responses_add",
-        "config.openapi.storable_json_bodies_add",
+        "agent_runs.protocols.agui.openapi.events.channels_routes_add",
+        "agent_runs.api.openapi.api_key_scope_responses_add",
+        "agent_runs.api.openapi.run_limit_responses_add",
+        "agent_runs.api.openapi.storable_json_bodies_add",
     ],
 }

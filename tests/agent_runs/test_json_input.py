@@ -1,10 +1,10 @@
-"""What agent_runs/json_input.py tells of a JSON body's text: the pattern of a text that is
+"""What agent_runs/api/json_input.py tells of a JSON body's text: the pattern of a text that is
 not blank, as the OpenAPI schema states it, against what the edges check (``str.strip()``)."""
 
 import re
 import sys
 
-from agent_runs.json_input import NOT_BLANK_PATTERN
+from agent_runs.api.json_input import NOT_BLANK_PATTERN
 
 
 def test_the_not_blank_pattern_finds_exactly_the_characters_str_strip_keeps():

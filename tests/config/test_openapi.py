@@ -1,4 +1,4 @@
-"""The OpenAPI schema (config/openapi.py): it generates with no warning and validates, it
+"""The OpenAPI schema (agent_runs/api/openapi.py): it generates with no warning and validates, it
 describes every route the project serves (Channels' too), and it and its pages are public."""
 
 import re

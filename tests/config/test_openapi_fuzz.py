@@ -39,7 +39,7 @@ from schemathesis.specs.openapi.formats import unregister_string_format
 
 from agent_runs.models import AutomationJob, Run
 from agent_runs.protocols.agui.automation_views import CRON_FORMAT
-from agent_runs.protocols.agui.parsing import MAX_USER_TEXT_CHARS
+from agent_runs.protocols.agui.inbound import MAX_USER_TEXT_CHARS
 from agent_runs.protocols.agui.run_input_schema import ATTACHMENT_URL_FORMAT, AUTOMATION_JOB_FORMAT
 from agent_runs.protocols.openai_responses.inbound import MAX_INPUT_CHARS
 from agent_runs.services.lifecycle import run_cancel

@@ -25,7 +25,7 @@ from a2a.utils.errors import (
 from django.http import Http404
 from rest_framework import exceptions
 from rest_framework.response import Response
-from rest_framework.views import APIView, exception_handler
+from rest_framework.views import exception_handler
 
 RequestId = str | int | None
 
@@ -86,10 +86,3 @@ def render(exc: Exception, context: dict[str, Any]) -> Response | None:
         if name.lower() in ("www-authenticate", "allow", "retry-after")
     }
     return Response(error_body(None, error), status=response.status_code, headers=headers or None)
-
-
-class A2AApi(APIView):
-    """The base of the package's API views: errors as JSON-RPC error objects."""
-
-    def get_exception_handler(self) -> Any:
-        return render

@@ -3,13 +3,13 @@ name answers the 1.0 objects as they are; by its 0.3 name, the 0.3 ones (``kind`
 lower-case states), converted by the SDK's own ``a2a.compat.v0_3.conversions``.
 docs/protocols/a2a.md, Methods."""
 
-import json
 from typing import Any
 
 from a2a.compat.v0_3 import conversions
 from a2a.types.a2a_pb2 import StreamResponse, Task
 from google.protobuf.json_format import ParseDict
 
+from agent_runs.api.sse import sse_frame
 from agent_runs.protocols.a2a.errors import RequestId
 from agent_runs.protocols.a2a.inbound import RpcCall
 from agent_runs.protocols.a2a.outbound import Wire
@@ -40,5 +40,4 @@ def stream_frame(request_id: RequestId, legacy: bool, response: Wire) -> bytes:
         body = compat.model_dump(mode="json", by_alias=True, exclude_none=True)
     else:
         body = {"jsonrpc": "2.0", "id": request_id, "result": response}
-    data = json.dumps(body, ensure_ascii=False, separators=(",", ":"))
-    return f"data: {data}\n\n".encode()
+    return sse_frame(None, body, named=False)

@@ -10,9 +10,8 @@ from typing import Any
 
 from django.http import Http404
 from rest_framework import exceptions
-from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
-from rest_framework.views import APIView, exception_handler
+from rest_framework.views import exception_handler
 
 from agent_runs.errors import DomainError
 
@@ -65,18 +64,3 @@ def _message(data: Any) -> str:
     if isinstance(data, list):
         return "; ".join(str(item) for item in data)
     return str(data)
-
-
-class AgentApi(APIView):
-    """The base of the package's views: errors in the protocol's shape, as JSON whatever the
-    client accepts, and what a 404 says (``not_found``)."""
-
-    not_found = "response not found"
-
-    def get_exception_handler(self) -> Any:
-        return render
-
-    def handle_exception(self, exc: Exception) -> Response:
-        self.request.accepted_renderer = JSONRenderer()
-        self.request.accepted_media_type = JSONRenderer.media_type
-        return super().handle_exception(exc)

@@ -17,7 +17,7 @@ from pydantic import (
     ValidationError,
 )
 
-from agent_runs import json_input
+from agent_runs.api import json_input
 from agent_runs.protocols.agent_api.errors import BodyInvalid
 from agent_runs.run_input import (
     BinaryContentBlock,

@@ -17,12 +17,13 @@ from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from agent_runs.api.awaited import awaited_response, run_end_answer
+from agent_runs.api.sse import sse_response
+from agent_runs.api.views import ProtocolView
 from agent_runs.authentication import request_user
-from agent_runs.awaited import awaited_response, run_end_answer
 from agent_runs.events.reads import event_stream_start, thread_last_event_id
-from agent_runs.events.sse import sse_response
 from agent_runs.models import Run
-from agent_runs.protocols.agent_api.errors import AgentApi, BodyInvalid
+from agent_runs.protocols.agent_api.errors import BodyInvalid, render
 from agent_runs.protocols.agent_api.inbound import (
     JsonBodyParser,
     agent_request_parse,
@@ -55,6 +56,15 @@ class _JsonAlways(DefaultContentNegotiation):
         self, request: Request, renderers: Iterable[BaseRenderer], format_suffix: Any = None
     ) -> tuple[BaseRenderer, str]:
         return JSONRenderer(), JSONRenderer.media_type
+
+
+class AgentApi(ProtocolView):
+    """The base of the package's views: errors in the protocol's shape, as JSON whatever the
+    client accepts, and what a 404 says (``not_found``)."""
+
+    error_renderer = staticmethod(render)
+    errors_as_json = True
+    not_found = "response not found"
 
 
 class _Api(AgentApi):

@@ -3,8 +3,8 @@ events, replayed from the journal and then live (docs/spec/agent-protocol-tasks.
 WebSocket Events; docs/protocols/agent-protocol-ws.md).
 
 Each subscription is one task on the socket's event loop reading the thread's journal
-through ``follow.thread_events`` (PostgreSQL, then the process's Redis stream hub), framed by
-the pure projection of outbound_ws.py. Authentication is the project's scope middleware
+through the edge kit's loop (stream.py: PostgreSQL, then the process's Redis stream hub),
+framed by the pure projection of outbound_ws.py. Authentication is the project's scope middleware
 (bearer token, or the admin session from a page of this site), or ``?token=<stream token>``,
 which allows its one thread only. An unauthenticated socket is accepted, told why, and
 closed with code 4401 (a refused handshake reaches a browser as a bare 1006).
@@ -25,18 +25,10 @@ from django.utils import timezone
 
 from agent_runs.authentication import bearer_key, stream_token_grant
 from agent_runs.db import db_call
-from agent_runs.events.follow import Event, thread_events
-from agent_runs.events.reads import EventStreamStart, run_start_of_event
+from agent_runs.events.reads import run_start_of_event
 from agent_runs.models import Thread
-from agent_runs.protocols.agent_protocol.outbound_ws import (
-    FrameCursor,
-    FrameState,
-    event_frames,
-    finished_step_id,
-    frame_cursor,
-)
-from agent_runs.protocols.agent_protocol.selectors import held_runs_of
-from agent_runs.selectors.steps import agent_files_of_steps
+from agent_runs.protocols.agent_protocol.outbound_ws import FrameCursor, frame_cursor
+from agent_runs.protocols.agent_protocol.stream import task_frames
 
 logger = logging.getLogger(__name__)
 
@@ -157,18 +149,19 @@ class TaskEventsConsumer(AsyncJsonWebsocketConsumer):
     async def _follow(self, start: _Start) -> None:
         """Send the task's frames until unsubscribed or disconnected; a keep-alive ``ping``
         while its stream is idle."""
-        state = FrameState(journal_begun=start.journal_begun)
-        batches = thread_events(
+        batches = task_frames(
             thread_id=start.thread_id,
-            start=EventStreamStart(after_id=start.after_id, run_id=None, run_ended=False),
-            follow=True,
+            after_id=start.after_id,
+            cursor=start.cursor,
+            journal_begun=start.journal_begun,
         )
         try:
-            async for batch in batches:
-                if batch:
-                    await self._send_batch(start, state, batch)
-                else:
+            async for frames in batches:
+                if frames is None:
                     await self.send_json({"type": "ping", "timestamp": _now()})
+                    continue
+                for frame in frames:
+                    await self.send_json(frame)
         except Exception:
             logger.exception("event stream of task %s failed", start.thread_id)
             if self.subscriptions.get(start.thread_id) is asyncio.current_task():
@@ -178,46 +171,6 @@ class TaskEventsConsumer(AsyncJsonWebsocketConsumer):
                 await self._error(str(start.thread_id), "Internal Server Error", message)
         finally:
             await batches.aclose()
-
-    async def _send_batch(self, start: _Start, state: FrameState, batch: list[Event]) -> None:
-        task_id = str(start.thread_id)
-        cursor = start.cursor
-        finished = {
-            event.id: step_id
-            for event in batch
-            if event.id >= cursor.event_id
-            and (step_id := finished_step_id(task_id=task_id, payload=event.payload))
-        }
-        files = (
-            await db_call(agent_files_of_steps, step_ids=set(finished.values())) if finished else {}
-        )
-        # A run that goes on with a held reply says so with its RUN_STARTED (task.resumed).
-        started = {
-            event.run_id
-            for event in batch
-            if event.type == "RUN_STARTED" and event.run_id and event.id >= cursor.event_id
-        }
-        held = (
-            await db_call(held_runs_of, thread_id=start.thread_id, run_ids=started)
-            if started
-            else {}
-        )
-        for event in batch:
-            step_id = finished.get(event.id)
-            frames = event_frames(
-                task_id=task_id,
-                event_id=event.id,
-                at=event.at,
-                payload=event.payload,
-                state=state,
-                artifacts=files.get(step_id, ()) if step_id else (),
-                held=held.get(event.run_id or "") if event.type == "RUN_STARTED" else None,
-            )
-            for number, frame in enumerate(frames, start=1):
-                # Frames up to the client's cursor were sent before: they only prime the
-                # projection's state.
-                if cursor.sends(event.id, number):
-                    await self.send_json(frame)
 
     async def _error(self, agent_id: Any, error: str, message: str) -> None:
         frame: dict[str, Any] = {"type": "error"}

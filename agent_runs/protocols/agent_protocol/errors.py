@@ -10,7 +10,7 @@ from typing import Any
 from django.http import Http404
 from rest_framework import exceptions
 from rest_framework.response import Response
-from rest_framework.views import APIView, exception_handler
+from rest_framework.views import exception_handler
 
 from agent_runs.errors import DomainError
 
@@ -129,13 +129,3 @@ def _message(data: Any) -> tuple[str, Any]:
     if isinstance(data, list):
         return "; ".join(str(item) for item in data), None
     return str(data), None
-
-
-class AgentProtocolApi(APIView):
-    """The base of the package's API views: errors in the protocol's shape, and what a 404
-    says (``not_found``)."""
-
-    not_found = "task not found"
-
-    def get_exception_handler(self) -> Any:
-        return render

@@ -8,7 +8,7 @@ from typing import Any, Literal, TypeVar
 from django.http import Http404
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, ValidationError
 
-from agent_runs.json_input import NOT_BLANK_PATTERN
+from agent_runs.api.json_input import NOT_BLANK_PATTERN
 from agent_runs.protocols.agent_protocol.errors import BodyInvalid
 from agent_runs.run_input import ForwardedProps, InputMessage, ResumeEntry, RunAgentInput
 

@@ -12,9 +12,10 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agent_runs.agent_config import system_agents
+from agent_runs.api.json_input import NOT_BLANK_PATTERN, JsonBodyParser
+from agent_runs.api.openapi import error_responses
 from agent_runs.authentication import request_user
 from agent_runs.errors import AutomationJobInvalid
-from agent_runs.json_input import NOT_BLANK_PATTERN, JsonBodyParser
 from agent_runs.models import AutomationJob, MultitaskStrategy, Run, Stage
 from agent_runs.protocols.agui.openapi import page_parameters
 from agent_runs.protocols.agui.pagination import (
@@ -37,7 +38,6 @@ from agent_runs.services.automations import (
     automation_job_run,
     automation_job_update,
 )
-from config.openapi import error_responses
 
 JOB_ID = OpenApiParameter(
     "job_id", OpenApiTypes.INT, OpenApiParameter.PATH, description="The job's `id`."

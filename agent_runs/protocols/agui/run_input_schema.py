@@ -1,6 +1,6 @@
 """The JSON Schema of ``POST /api/v1/agent/runs``' body: a RunAgentInput holding the one new
 user message, with the spec's validation rules (docs/spec/run-agent-input.md, Validation
-Rules; parsing.py) as far as JSON Schema can state them, so that a body the schema allows is
+Rules; inbound.py) as far as JSON Schema can state them, so that a body the schema allows is
 one the endpoint takes. Two rules name what the server holds, as formats: an image's
 ``url`` is an ``attachment-url``, an automation run's job an ``automation-job``.
 
@@ -15,8 +15,8 @@ conversation endpoint's body, described by its model).
 from typing import Any
 
 from agent_runs.agent_config import MCP_TOOL_PREFIX
-from agent_runs.json_input import MAX_JSON_DEPTH, NOT_BLANK_PATTERN
-from agent_runs.protocols.agui.parsing import (
+from agent_runs.api.json_input import MAX_JSON_DEPTH, NOT_BLANK_PATTERN
+from agent_runs.protocols.agui.inbound import (
     MAX_ATTACHMENTS_PER_MESSAGE,
     MAX_EPOCH_MS,
     MAX_MESSAGES,
@@ -138,9 +138,9 @@ _AUTOMATION_JOB_ITEM = {
 }
 
 
-def run_create_request_schema() -> dict[str, Any]:
-    """The body of ``POST /api/v1/agent/runs`` (module docstring)."""
-    tool = {
+def _client_tool() -> dict[str, Any]:
+    """A client's tool: named as no tool of the server is, nor with MCP servers' prefix."""
+    return {
         "allOf": [
             _ref("Tool"),
             {"properties": {"name": {"not": {"enum": client_tool_names_taken()}}}},
@@ -148,12 +148,18 @@ def run_create_request_schema() -> dict[str, Any]:
             {"properties": {"name": {"not": {"pattern": f"^{MCP_TOOL_PREFIX}"}}}},
         ]
     }
-    run_id = {
-        "type": "string",
-        "minLength": 1,
-        "maxLength": MAX_RUN_ID_LENGTH,
-        "pattern": NOT_BLANK_PATTERN,
-    }
+
+
+_RUN_ID = {
+    "type": "string",
+    "minLength": 1,
+    "maxLength": MAX_RUN_ID_LENGTH,
+    "pattern": NOT_BLANK_PATTERN,
+}
+
+
+def run_create_request_schema() -> dict[str, Any]:
+    """The body of ``POST /api/v1/agent/runs`` (module docstring)."""
     return {
         "type": "object",
         "title": "RunAgentInput (one new user message)",
@@ -162,7 +168,7 @@ def run_create_request_schema() -> dict[str, Any]:
         "required": ["threadId", "runId", "messages", "forwardedProps"],
         "properties": {
             "threadId": {"type": "string", "format": "uuid"},
-            "runId": run_id,
+            "runId": dict(_RUN_ID),
             "parentRunId": {"type": ["string", "null"], "maxLength": MAX_RUN_ID_LENGTH},
             "state": {},
             "messages": {
@@ -173,7 +179,7 @@ def run_create_request_schema() -> dict[str, Any]:
                 "items": _EARLIER_MESSAGE,
                 "description": "The new user message first, and only it of role user.",
             },
-            "tools": {"type": "array", "items": tool},
+            "tools": {"type": "array", "items": _client_tool()},
             "context": {"type": "array", "items": _ref("Context")},
             "forwardedProps": _FORWARDED_PROPS,
             "resume": {

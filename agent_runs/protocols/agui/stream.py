@@ -13,53 +13,25 @@ import asyncio
 import json
 import logging
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator
-from typing import Any, Protocol
+from collections.abc import AsyncGenerator
+from typing import Any
 from urllib.parse import parse_qs
 
 from channels.generic.http import AsyncHttpConsumer
 
+from agent_runs.api.journal import journal_stream
+from agent_runs.api.sse import retry_frame, sse_frame
 from agent_runs.db import db_call
-from agent_runs.events.follow import Event, thread_events
 from agent_runs.events.reads import EventStreamStart, event_stream_start
-from agent_runs.events.sse import KEEP_ALIVE_FRAME, retry_frame, sse_frame, sse_frames_stored
 from agent_runs.models import Run
 from agent_runs.protocols.agui.errors import NOT_AUTHENTICATED, error_parts
-from agent_runs.protocols.agui.parsing import parse_event_cursor, run_id_or_404
+from agent_runs.protocols.agui.inbound import parse_event_cursor, run_id_or_404
+from agent_runs.protocols.agui.outbound import ClientEvent, ClientEvents
 from agent_runs.services.lifecycle import run_cancel
 
 logger = logging.getLogger(__name__)
 
-_RETRY_MS = 3000
 _TRUE = ("1", "true", "yes")
-
-
-class Translate(Protocol):
-    """A stream's translation of each stored event into the events it sends
-    (client_events.py), with what it reads first for a batch (``prepare``)."""
-
-    async def prepare(self, batch: list[Event]) -> None: ...
-
-    def __call__(self, payload: dict[str, Any]) -> list[dict[str, Any]]: ...
-
-
-async def sse_body(
-    batches: AsyncIterator[list[Event]], translate: Translate | None = None
-) -> AsyncIterator[bytes]:
-    """The SSE body of a stream of event batches: the client's reconnect delay, then one
-    chunk per batch (a keep-alive comment for an empty one), each event framed with its
-    journal id. Without ``translate`` (the spec's shape) each event is sent as stored."""
-    yield retry_frame(_RETRY_MS)
-    async for batch in batches:
-        if translate is None:
-            frames = sse_frames_stored(batch)
-        else:
-            await translate.prepare(batch)
-            frames = b"".join(
-                [sse_frame(e.id, sent) for e in batch for sent in translate(e.payload)]
-            )
-        yield frames or KEEP_ALIVE_FRAME
-        del batch, frames  # not kept while the stream waits for the next
 
 
 async def run_event_stream(
@@ -67,16 +39,24 @@ async def run_event_stream(
     run: Run,
     start: EventStreamStart,
     cancel_on_disconnect: bool,
-    translate: Translate | None,
-) -> AsyncIterator[bytes]:
+    translate: ClientEvents | None,
+) -> AsyncGenerator[bytes, None]:
     """The SSE body answering a run's POST (AG-UI single-request mode): the run's events
-    from its ``RUN_STARTED`` (keep-alives while it is queued) to its terminal event. When the
-    client goes away first, its iterator is closed early, and the run is cancelled unless
+    from its ``RUN_STARTED`` (keep-alives while it is queued) to its terminal event, as
+    stored or, with ``translate``, as AG-UI 1.0 clients take them. When the client goes away
+    first, its iterator is closed early, and the run is cancelled unless
     ``cancel_on_disconnect`` is off: for AG-UI's ``HttpAgent`` aborting the request is the
     only way to stop a run."""
-    batches = thread_events(thread_id=run.thread_id, start=start, follow=False)
+    body = journal_stream(
+        thread_id=run.thread_id,
+        start=start,
+        translator=translate,
+        frame=_client_frame,
+        prepare=translate.prepare if translate is not None else None,
+        head=retry_frame(),
+    )
     try:
-        async for chunk in sse_body(batches, translate):
+        async for chunk in body:
             yield chunk
     except (asyncio.CancelledError, GeneratorExit):
         # The client went away before the run's end: cancelled while sending, or closed
@@ -85,7 +65,11 @@ async def run_event_stream(
             await db_call(run_cancel, run=run)
         raise
     finally:
-        await batches.aclose()
+        await body.aclose()
+
+
+def _client_frame(sent: ClientEvent) -> bytes:
+    return sse_frame(*sent)
 
 
 class EventStreamConsumer(AsyncHttpConsumer):
@@ -136,14 +120,18 @@ class EventStreamConsumer(AsyncHttpConsumer):
             await self._error(*NOT_AUTHENTICATED)
             return
         follow = query.get("follow", "").lower() in _TRUE
-        await self._stream(thread_events(thread_id=thread_id, start=start, follow=follow))
+        await self._stream(
+            journal_stream(
+                thread_id=thread_id, start=start, translator=None, follow=follow, head=retry_frame()
+            )
+        )
 
     def _query_string(self) -> str:
         return bytes(self.scope.get("query_string", b"")).decode("utf-8", "replace")
 
-    async def _stream(self, batches: AsyncGenerator[list[Event], None]) -> None:
-        """Send the events until they end or the client goes away; either way the event
-        generator is closed, which closes its hub subscription."""
+    async def _stream(self, body: AsyncGenerator[bytes, None]) -> None:
+        """Send the stream until it ends or the client goes away; either way its generator
+        is closed, which closes its hub subscription."""
         await self.send_headers(
             status=200,
             headers=[
@@ -154,7 +142,7 @@ class EventStreamConsumer(AsyncHttpConsumer):
         )
 
         async def pump() -> None:
-            async for chunk in sse_body(batches):
+            async for chunk in body:
                 await self.send_body(chunk, more_body=True)  # one write per batch
             await self.send_body(b"")
 
@@ -170,7 +158,7 @@ class EventStreamConsumer(AsyncHttpConsumer):
             for task in (pumping, watching):
                 task.cancel()
             results = await asyncio.gather(pumping, watching, return_exceptions=True)
-            await batches.aclose()
+            await body.aclose()
         if isinstance(results[0], Exception):
             logger.error("event stream failed", exc_info=results[0])
 

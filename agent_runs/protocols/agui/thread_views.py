@@ -11,9 +11,11 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from agent_runs.api.json_input import JsonBodyParser
+from agent_runs.api.openapi import error_responses
 from agent_runs.authentication import request_user
-from agent_runs.json_input import JsonBodyParser
 from agent_runs.models import Interrupt
+from agent_runs.protocols.agui.inbound import run_id_or_404, thread_id_or_404
 from agent_runs.protocols.agui.openapi import THREAD_ID_QUERY, page_parameters
 from agent_runs.protocols.agui.pagination import (
     INTERRUPT_CURSOR,
@@ -28,7 +30,6 @@ from agent_runs.protocols.agui.pagination import (
     thread_cursor,
     thread_position,
 )
-from agent_runs.protocols.agui.parsing import run_id_or_404, thread_id_or_404
 from agent_runs.protocols.agui.serializers import (
     InterruptAnswerSerializer,
     InterruptDetailSerializer,
@@ -57,7 +58,6 @@ from agent_runs.selectors.threads import (
 from agent_runs.services.interrupts import interrupt_answer
 from agent_runs.services.threads import thread_delete
 from billing.selectors import run_usage_summary
-from config.openapi import error_responses
 
 _PAGE_ERRORS = error_responses(400, 401, e400="A limit or cursor this API cannot read")
 _STATUSES = ", ".join(Interrupt.Status.values)

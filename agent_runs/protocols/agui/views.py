@@ -12,15 +12,14 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from agent_runs.api.json_input import MalformedJson
+from agent_runs.api.sse import sse_response
 from agent_runs.authentication import stream_token_issue
 from agent_runs.errors import OnDisconnectInvalid, RunPayloadTooLarge
 from agent_runs.events.reads import event_stream_start
-from agent_runs.events.sse import sse_response
-from agent_runs.json_input import MalformedJson
 from agent_runs.models import Run
 from agent_runs.protocols.agui.capabilities import agent_capabilities
-from agent_runs.protocols.agui.client_events import ClientEvents
-from agent_runs.protocols.agui.parsing import (
+from agent_runs.protocols.agui.inbound import (
     CONVERSATION_MAX_PAYLOAD_BYTES,
     MAX_PAYLOAD_BYTES,
     ConversationTurn,
@@ -29,6 +28,7 @@ from agent_runs.protocols.agui.parsing import (
     parse_run_agent_input,
     thread_id_or_404,
 )
+from agent_runs.protocols.agui.outbound import ClientEvents
 from agent_runs.protocols.agui.schemas import task_accepted_response
 from agent_runs.protocols.agui.stream import run_event_stream
 from agent_runs.run_input import multitask_parse
@@ -56,7 +56,7 @@ class _RunStartApi(APIView):
     TaskAcceptedResponse. Errors are JSON ``{"detail"}`` either way."""
 
     max_payload_bytes = MAX_PAYLOAD_BYTES
-    # Whether the stream sends events as AG-UI clients keep them whole (client_events.py)
+    # Whether the stream sends events as AG-UI clients keep them whole (outbound.py)
     # rather than in the spec's shape.
     client_form = False
 

@@ -8,7 +8,7 @@ from typing import Any
 from django.http import Http404
 from rest_framework import exceptions
 from rest_framework.response import Response
-from rest_framework.views import APIView, exception_handler
+from rest_framework.views import exception_handler
 
 from agent_runs.errors import DomainError
 
@@ -199,10 +199,3 @@ def render(exc: Exception, context: dict[str, Any]) -> Response | None:
     }
     body = error_body(response.status_code, message, code=str(code) if code else None)
     return Response(body, status=response.status_code, headers=headers or None)
-
-
-class ResponsesApi(APIView):
-    """The base of the package's API views: errors in OpenAI's shape."""
-
-    def get_exception_handler(self) -> Any:
-        return render

@@ -19,8 +19,8 @@ from pydantic import (
     ValidationError,
 )
 
+from agent_runs.api.json_input import NOT_BLANK_PATTERN
 from agent_runs.errors import MultitaskInvalid
-from agent_runs.json_input import NOT_BLANK_PATTERN
 from agent_runs.protocols.openai_responses.errors import ResponsesError
 from agent_runs.run_input import (
     ForwardedProps,

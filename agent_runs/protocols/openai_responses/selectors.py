@@ -1,8 +1,14 @@
-"""Reads of a response's approvals: the approval requests (interrupts) a response asked, the
-one a continuing response answers, and the response an answered one went on in.
+"""Reads of a response: the ``Response`` a run's rows hold (its head, usage and journal), and
+its approvals: the approval requests (interrupts) a response asked, the one a continuing
+response answers, and the response an answered one went on in.
 docs/protocols/openai-responses.md, Approvals."""
 
-from agent_runs.models import Interrupt, Run
+from typing import Any
+
+from agent_runs.events.reads import run_event_payloads
+from agent_runs.models import RUN_ENDED_STATUSES, Interrupt, Run
+from agent_runs.protocols.openai_responses.outbound import response_of_journal, usage_object
+from billing.selectors import run_usage_summary
 
 
 def response_approval_ids(*, run: Run) -> set[str]:
@@ -34,4 +40,59 @@ def approval_answered_by(*, approval_request_id: str) -> str | None:
         Interrupt.objects.filter(pk=approval_request_id)
         .values_list("answered_by__run_id", flat=True)
         .first()
+    )
+
+
+_STATUSES = {
+    Run.Status.QUEUED: "queued",
+    Run.Status.RUNNING: "in_progress",
+    Run.Status.PAUSED: "in_progress",
+    Run.Status.COMPLETED: "completed",
+    Run.Status.FAILED: "failed",
+    Run.Status.CANCELLED: "cancelled",
+}
+
+
+def response_head(run: Run) -> dict[str, Any]:
+    """The ``Response`` fields the run row and its request hold (not the journal). A run
+    that goes on with a held reply follows the response held, however it was answered
+    (its ``previous_response_id``)."""
+    asked = run.request or {}
+    previous = continued_response_id(run=run) or asked.get("previous_response_id")
+    return {
+        "id": run.run_id,
+        "created_at": int(run.created_at.timestamp()),
+        "model": asked.get("model") or "agent",
+        "instructions": asked.get("instructions"),
+        "metadata": asked.get("metadata") or {},
+        "background": bool(asked.get("background")),
+        "previous_response_id": previous,
+        "conversation": asked.get("conversation"),
+        "tools": [],
+        "tool_choice": "auto",
+        "parallel_tool_calls": True,
+    }
+
+
+def run_usage(run: Run) -> dict[str, Any]:
+    """``Response.usage``: the run's usage, summed over the model calls recorded by its end."""
+    summary = run_usage_summary(run=run, recorded_by=run.finished_at)
+    return usage_object(
+        input_tokens=summary.input_tokens,
+        output_tokens=summary.output_tokens,
+        cached_tokens=summary.cached_prompt_tokens,
+        reasoning_tokens=summary.reasoning_tokens,
+    )
+
+
+def response_now(run: Run) -> dict[str, Any]:
+    """The ``Response`` of a run as its rows hold it now."""
+    run.refresh_from_db()
+    ended = run.status in RUN_ENDED_STATUSES
+    return response_of_journal(
+        head=response_head(run),
+        payloads=run_event_payloads(run=run),
+        status=_STATUSES[Run.Status(run.status)],
+        usage=run_usage(run) if ended else None,
+        approvals=answered_approvals(run=run),
     )

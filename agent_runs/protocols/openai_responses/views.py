@@ -8,12 +8,10 @@ A response is a run (its runId is the response id, ``resp_…``); ``conversation
 ``mcp_approval_response`` items answers them (docs/protocols/openai-responses.md,
 Approvals). A streamed answer is the run's journal through the
 pure translator (outbound/), from the run's first event; a non-streamed one waits on the
-journal on the event loop (``agent_runs/awaited.py``) and answers the ``Response`` rebuilt
+journal on the event loop (``agent_runs/api/awaited.py``) and answers the ``Response`` rebuilt
 from the stored rows, like ``GET``."""
 
-import json
 import uuid
-from collections.abc import AsyncIterator
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
@@ -23,9 +21,11 @@ from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_sche
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from agent_runs.api.awaited import awaited_response, run_end_answer
+from agent_runs.api.json_input import JsonBodyParser
+from agent_runs.api.sse import sse_response
+from agent_runs.api.views import ProtocolView
 from agent_runs.authentication import request_user
-from agent_runs.awaited import awaited_response, run_end_answer
-from agent_runs.db import db_call
 from agent_runs.errors import (
     InterruptClosed,
     InterruptExpired,
@@ -36,16 +36,11 @@ from agent_runs.errors import (
     RunNotLatest,
     ThreadBusy,
 )
-from agent_runs.events.follow import thread_events
 from agent_runs.events.reads import (
-    EventStreamStart,
     event_stream_start,
-    run_event_payloads,
     thread_last_event_id,
 )
-from agent_runs.events.sse import KEEP_ALIVE_FRAME, sse_response
-from agent_runs.json_input import JsonBodyParser
-from agent_runs.models import RUN_ENDED_STATUSES, Run
+from agent_runs.models import Run
 from agent_runs.protocols.openai_responses.errors import (
     ApprovalPending,
     ApprovalRequestClosed,
@@ -56,8 +51,8 @@ from agent_runs.protocols.openai_responses.errors import (
     ConversationNotFound,
     PreviousResponseNotLatest,
     ResponseNotFound,
-    ResponsesApi,
     ResponsesError,
+    render,
 )
 from agent_runs.protocols.openai_responses.inbound import (
     ResponseCreate,
@@ -71,104 +66,20 @@ from agent_runs.protocols.openai_responses.inbound import (
 from agent_runs.protocols.openai_responses.openapi import error_responses
 from agent_runs.protocols.openai_responses.outbound import (
     ResponseProjection,
-    is_terminal,
-    response_of_journal,
-    usage_object,
 )
 from agent_runs.protocols.openai_responses.selectors import (
     answered_approvals,
     approval_answered_by,
-    continued_response_id,
     response_approval_ids,
+    response_head,
+    response_now,
 )
+from agent_runs.protocols.openai_responses.stream import response_events
 from agent_runs.selectors.runs import run_get_for_user, session_thread_id
 from agent_runs.services.lifecycle import run_cancel
 from agent_runs.services.runs import RunOptions, TurnRule, run_create
-from billing.selectors import run_usage_summary
 
 _TAGS = ["openai responses"]
-
-_STATUSES = {
-    Run.Status.QUEUED: "queued",
-    Run.Status.RUNNING: "in_progress",
-    Run.Status.PAUSED: "in_progress",
-    Run.Status.COMPLETED: "completed",
-    Run.Status.FAILED: "failed",
-    Run.Status.CANCELLED: "cancelled",
-}
-
-
-def response_head(run: Run) -> dict[str, Any]:
-    """The ``Response`` fields the run row and its request hold (not the journal). A run
-    that goes on with a held reply follows the response held, however it was answered
-    (its ``previous_response_id``)."""
-    asked = run.request or {}
-    previous = continued_response_id(run=run) or asked.get("previous_response_id")
-    return {
-        "id": run.run_id,
-        "created_at": int(run.created_at.timestamp()),
-        "model": asked.get("model") or "agent",
-        "instructions": asked.get("instructions"),
-        "metadata": asked.get("metadata") or {},
-        "background": bool(asked.get("background")),
-        "previous_response_id": previous,
-        "conversation": asked.get("conversation"),
-        "tools": [],
-        "tool_choice": "auto",
-        "parallel_tool_calls": True,
-    }
-
-
-def run_usage(run: Run) -> dict[str, Any]:
-    """``Response.usage``: the run's usage, summed over the model calls recorded by its end."""
-    summary = run_usage_summary(run=run, recorded_by=run.finished_at)
-    return usage_object(
-        input_tokens=summary.input_tokens,
-        output_tokens=summary.output_tokens,
-        cached_tokens=summary.cached_prompt_tokens,
-        reasoning_tokens=summary.reasoning_tokens,
-    )
-
-
-def response_now(run: Run) -> dict[str, Any]:
-    """The ``Response`` of a run as its rows hold it now."""
-    run.refresh_from_db()
-    ended = run.status in RUN_ENDED_STATUSES
-    return response_of_journal(
-        head=response_head(run),
-        payloads=run_event_payloads(run=run),
-        status=_STATUSES[Run.Status(run.status)],
-        usage=run_usage(run) if ended else None,
-        approvals=answered_approvals(run=run),
-    )
-
-
-async def response_events(
-    *, run: Run, projection: ResponseProjection, start: EventStreamStart, starting_after: int | None
-) -> AsyncIterator[bytes]:
-    """The SSE body of a response's events: its run's journal from its first event, through
-    the translator (``projection``, fresh), each event an ``event:``/``data:`` frame; a
-    keep-alive comment while the run is idle. ``starting_after``: only the events numbered
-    after it are sent."""
-    batches = thread_events(thread_id=run.thread_id, start=start, follow=False)
-    try:
-        async for batch in batches:
-            frames = []
-            for event in batch:
-                if event.payload.get("runId", run.run_id) != run.run_id:
-                    continue
-                usage = await db_call(run_usage, run) if is_terminal(event.payload) else None
-                for wire in projection.translate(event.payload, usage=usage):
-                    if starting_after is None or wire["sequence_number"] > starting_after:
-                        frames.append(_sse(wire))
-            yield b"".join(frames) or KEEP_ALIVE_FRAME
-    finally:
-        await batches.aclose()
-
-
-def _sse(event: dict[str, Any]) -> bytes:
-    data = json.dumps(event, ensure_ascii=False, separators=(",", ":"))
-    return f"event: {event['type']}\ndata: {data}\n\n".encode()
 
 
 def _stream(run: Run, user: AbstractBaseUser, starting_after: int | None = None) -> Any:
@@ -211,6 +122,12 @@ _CREATED = {
         OpenApiTypes.STR, description="The response's events (stream: true)"
     ),
 }
+
+
+class ResponsesApi(ProtocolView):
+    """The base of the package's API views: errors in OpenAI's shape."""
+
+    error_renderer = staticmethod(render)
 
 
 class ResponseCreateApi(ResponsesApi):

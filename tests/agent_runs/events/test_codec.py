@@ -18,9 +18,9 @@ from ag_ui.core import (
     TextMessageStartEvent,
 )
 
+from agent_runs.api.sse import sse_frame
 from agent_runs.events import codec
 from agent_runs.events.codec import EventOrderError, EventSequence, encode_event
-from agent_runs.events.sse import sse_frame
 
 IDS = {"threadId": "t-1", "runId": "r-1"}
 

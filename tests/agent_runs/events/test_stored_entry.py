@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
+from agent_runs.api.sse import sse_frames_stored
 from agent_runs.events.codec import epoch_microseconds, stored_entry_read
-from agent_runs.events.sse import sse_frames_stored
 
 # Strings that look like the list's separators, a nested list of objects with a "type",
 # and text the writer escapes (non-ASCII, a newline, a quote).

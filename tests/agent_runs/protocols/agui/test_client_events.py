@@ -1,8 +1,8 @@
-"""How a run ends for an AG-UI 1.0 client (client_events.py): pure, no database."""
+"""How a run ends for an AG-UI 1.0 client (outbound.py): pure, no database."""
 
 from typing import Any
 
-from agent_runs.protocols.agui.client_events import ClientEvents
+from agent_runs.protocols.agui.outbound import ClientEvents
 
 IDS = {"threadId": "t-1", "runId": "r-1"}
 

@@ -15,7 +15,7 @@ from django.conf import settings
 from rest_framework.test import APIClient
 
 from agent_runs.models import Message, Run, Thread
-from agent_runs.protocols.agui.parsing import MAX_PAYLOAD_BYTES
+from agent_runs.protocols.agui.inbound import MAX_PAYLOAD_BYTES
 from tests.conftest import post_run, run_input, send
 
 pytestmark = pytest.mark.django_db

@@ -13,7 +13,7 @@ from asgiref.sync import async_to_sync
 
 from agent_runs.events.codec import Event
 from agent_runs.models import Message, Run, RunEvent, Thread
-from agent_runs.protocols.agui.client_events import ClientEvents
+from agent_runs.protocols.agui.outbound import ClientEvents
 from agent_runs.services.lifecycle import run_cancel
 from billing.models import UsageRecord
 from billing.selectors import format_cost, run_usage_summary

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from django.db.models import QuerySet
-from django.http import FileResponse, Http404
+from django.http import Http404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 from rest_framework import status
@@ -17,16 +17,14 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from agent_runs.authentication import request_user
-from agent_runs.errors import RunNotPaused, StepNotEditable
-from agent_runs.json_input import JsonBodyParser
-from agent_runs.models import RUN_ACTIVE_STATUSES, Artifact, Interrupt, Run, Step, Thread
+from agent_runs.errors import StepNotEditable
+from agent_runs.models import Artifact, Interrupt, Run, Step
 from agent_runs.protocols.agent_protocol.approvals import approval_answer
-from agent_runs.protocols.agent_protocol.errors import (
-    AgentProtocolApi,
-    ApprovalAwaited,
-    BodyInvalid,
-    TaskEnded,
-    TaskNotActive,
+from agent_runs.protocols.agent_protocol.controls import (
+    task_cancel,
+    task_pause,
+    task_resume,
+    task_status,
 )
 from agent_runs.protocols.agent_protocol.inbound import (
     SpecStepCreate,
@@ -34,7 +32,6 @@ from agent_runs.protocols.agent_protocol.inbound import (
     SpecTaskCreate,
     approval_parse,
     body_parse,
-    page_query,
     task_run_input,
     task_text_check,
     uuid_or_404,
@@ -46,7 +43,6 @@ from agent_runs.protocols.agent_protocol.openapi import (
 )
 from agent_runs.protocols.agent_protocol.outbound import (
     approval_step,
-    run_task_status,
     spec_artifact,
     spec_pagination,
     spec_step,
@@ -56,37 +52,33 @@ from agent_runs.protocols.agent_protocol.outbound import (
     spec_task_step,
 )
 from agent_runs.protocols.agent_protocol.selectors import (
-    TaskStep,
-    pending_approval_of_run,
-    run_waits_on_interrupt,
     task_cycles,
-    task_get,
-    task_step_get,
     task_steps_page,
     tasks_of,
+)
+from agent_runs.protocols.agent_protocol.views import (
+    AgentProtocolApi,
+    artifact_file_response,
+    rows_page,
+    spec_download_url,
+    task_for_request,
+    task_step_for_request,
+    upload,
 )
 from agent_runs.selectors.steps import (
     NumberedPage,
     artifact_get_of_thread,
     artifacts_of_thread,
     latest_run_of_thread,
-    numbered_page,
     step_get_of_thread,
 )
-from agent_runs.services.artifacts import artifact_delete, artifact_upload
-from agent_runs.services.lifecycle import run_cancel, run_pause, run_resume
+from agent_runs.services.artifacts import artifact_delete
 from agent_runs.services.runs import RunOptions, run_create
 from agent_runs.services.steps import client_step_create, client_step_update
 from agent_runs.services.threads import thread_delete
-from attachments.selectors import stored_object_open
 
 _TAGS = ["agent protocol (spec)"]
 _PAGE = page_parameters(page_key="page", size_key="pageSize", default_size=20)
-
-
-def task_for_request(request: Request, task_id: str) -> Thread:
-    """The caller's task ``task_id`` names, annotated for its status (a 404 otherwise)."""
-    return task_get(user=request_user(request), thread_id=uuid_or_404(task_id))
 
 
 def _spec_page(
@@ -95,30 +87,13 @@ def _spec_page(
     rows: QuerySet[Any] | Callable[[int, int], NumberedPage[Any]],
     render: Callable[[Any], Any],
 ) -> Response:
-    """A page of ``rows`` (a query, or what reads a page by number and size) as ``{<key>:
-    [...], pagination}``, as ``page`` and ``pageSize`` ask."""
-    number, size = page_query(
-        request.query_params, page_key="page", size_key="pageSize", default_size=20
-    )
-    if isinstance(rows, QuerySet):
-        page = numbered_page(rows, number=number, size=size)
-    else:
-        page = rows(number, size)
+    """A page of ``rows`` as ``{<key>: [...], pagination}``, as ``page`` and ``pageSize``
+    ask."""
+    page = rows_page(request, rows, page_key="page", size_key="pageSize", default_size=20)
     return Response({key: [render(row) for row in page.items], "pagination": spec_pagination(page)})
 
 
-class _Api(AgentProtocolApi):
-    parser_classes = [JsonBodyParser]
-
-
-def _download_url(request: Request, artifact: Artifact) -> str:
-    step = f"steps/{artifact.step_id}/" if artifact.step_id else ""
-    return request.build_absolute_uri(
-        f"/api/tasks/{artifact.thread_id}/{step}artifacts/{artifact.pk}/download"
-    )
-
-
-class TaskListApi(_Api):
+class TaskListApi(AgentProtocolApi):
     """``GET /api/tasks`` (a page of the caller's tasks, newest first) and ``POST
     /api/tasks`` (a task; the agent starts on it at once)."""
 
@@ -154,7 +129,7 @@ class TaskListApi(_Api):
         return Response(spec_task_created(run.thread, text))
 
 
-class TaskDetailApi(_Api):
+class TaskDetailApi(AgentProtocolApi):
     """``GET /api/tasks/:id`` (the task with its cycles) and ``DELETE`` (cancelled first,
     then removed with everything it holds)."""
 
@@ -186,16 +161,16 @@ _CONTROL_SCHEMA: dict[str, Any] = {
 }
 
 
-class TaskPauseApi(_Api):
+class TaskPauseApi(AgentProtocolApi):
     """``POST /api/tasks/:id/pause``: a queued task parks at once, a running one at its next
     step boundary."""
 
     @extend_schema(operation_id="ap_tasks_pause", summary="Pause a task", **_CONTROL_SCHEMA)
     def post(self, request: Request, task_id: str) -> Response:
-        return _task_control(request, task_id, _pause)
+        return _task_control(request, task_id, task_pause)
 
 
-class TaskResumeApi(_Api):
+class TaskResumeApi(AgentProtocolApi):
     """``POST /api/tasks/:id/resume``: a paused task goes on; one that waits on an approval
     goes on with the answer its body gives (``additional_input: {interruptId, approved,
     arguments?, reason?}``)."""
@@ -210,18 +185,18 @@ class TaskResumeApi(_Api):
     def post(self, request: Request, task_id: str) -> Response:
         answer = approval_parse(request.data)
         if answer is None:
-            return _task_control(request, task_id, _resume)
+            return _task_control(request, task_id, task_resume)
         thread = task_for_request(request, task_id)
         approval_answer(user=request_user(request), thread=thread, answer=answer)
         return _task_control(request, task_id, lambda run: run)
 
 
-class TaskCancelApi(_Api):
+class TaskCancelApi(AgentProtocolApi):
     """``POST /api/tasks/:id/cancel``: cancelling again answers the same."""
 
     @extend_schema(operation_id="ap_tasks_cancel", summary="Cancel a task", **_CONTROL_SCHEMA)
     def post(self, request: Request, task_id: str) -> Response:
-        return _task_control(request, task_id, _cancel)
+        return _task_control(request, task_id, task_cancel)
 
 
 def _task_control(
@@ -230,41 +205,10 @@ def _task_control(
     """Act on the task's latest run; answer the task's status after."""
     thread = task_for_request(request, task_id)
     run = act(latest_run_of_thread(thread=thread))
-    return Response({"task_id": str(thread.pk), "status": _status(run)})
+    return Response({"task_id": str(thread.pk), "status": task_status(run)})
 
 
-def _status(run: Run | None) -> str:
-    waits, abandoned = run_waits_on_interrupt(run=run)
-    return run_task_status(run, waits=waits, abandoned=abandoned)
-
-
-def _pause(run: Run | None) -> Run:
-    if run is None or run.status not in RUN_ACTIVE_STATUSES:
-        raise TaskNotActive(_status(run))
-    return run_pause(run=run)
-
-
-def _resume(run: Run | None) -> Run:
-    if run is None:
-        raise RunNotPaused()
-    waiting = pending_approval_of_run(run=run)
-    if waiting is not None:
-        raise ApprovalAwaited(waiting.id)
-    return run_resume(run=run)
-
-
-def _cancel(run: Run | None) -> Run:
-    if run is None:
-        raise TaskNotActive(run_task_status(run))
-    waiting = pending_approval_of_run(run=run)
-    if waiting is not None:  # its run has ended: what stops the call is declining it
-        raise ApprovalAwaited(waiting.id)
-    if run.status in (Run.Status.COMPLETED, Run.Status.FAILED):
-        raise TaskEnded(_status(run))
-    return run_cancel(run=run)
-
-
-class StepListApi(_Api):
+class StepListApi(AgentProtocolApi):
     """``GET /api/tasks/:taskId/steps`` (with the task's approvals among them) and ``POST``
     (a client's own step, nothing runs; or, when its ``additional_input`` names an
     ``interruptId``, the answer to that approval)."""
@@ -312,10 +256,10 @@ class StepListApi(_Api):
 
     @staticmethod
     def _url(request: Request) -> Any:
-        return lambda artifact: _download_url(request, artifact)
+        return lambda artifact: spec_download_url(request, artifact)
 
 
-class StepDetailApi(_Api):
+class StepDetailApi(AgentProtocolApi):
     """``GET /api/tasks/:taskId/steps/:stepId`` and ``PATCH`` (a client's step only)."""
 
     not_found = "step not found"
@@ -327,8 +271,8 @@ class StepDetailApi(_Api):
         responses={200: OpenApiTypes.OBJECT, **error_responses(401, 404)},
     )
     def get(self, request: Request, task_id: str, step_id: str) -> Response:
-        step = _task_step(request, task_id, step_id)
-        return Response(spec_task_step(step, lambda a: _download_url(request, a)))
+        step = task_step_for_request(request, task_id, step_id)
+        return Response(spec_task_step(step, lambda a: spec_download_url(request, a)))
 
     @extend_schema(
         operation_id="ap_steps_update",
@@ -345,23 +289,18 @@ class StepDetailApi(_Api):
             del changes["additional_output"]
         step = client_step_update(step=step, changes=changes)
         step = step_get_of_thread(thread=step.thread, step_id=step.pk)
-        return Response(spec_step(step, lambda a: _download_url(request, a)))
+        return Response(spec_step(step, lambda a: spec_download_url(request, a)))
 
 
 def _step(request: Request, task_id: str, step_id: str) -> Step:
     """A step with a row of its own (an approval is an agent's step: not editable)."""
-    step = _task_step(request, task_id, step_id)
+    step = task_step_for_request(request, task_id, step_id)
     if isinstance(step, Interrupt):
         raise StepNotEditable()
     return step
 
 
-def _task_step(request: Request, task_id: str, step_id: str) -> TaskStep:
-    thread = task_for_request(request, task_id)
-    return task_step_get(thread=thread, step_id=uuid_or_404(step_id))
-
-
-class StepArtifactListApi(_Api):
+class StepArtifactListApi(AgentProtocolApi):
     """``GET /api/tasks/:taskId/steps/:stepId/artifacts`` and ``POST`` (multipart upload,
     up to ``ARTIFACT_MAX_BYTES``)."""
 
@@ -376,13 +315,16 @@ class StepArtifactListApi(_Api):
         responses={200: OpenApiTypes.OBJECT, **error_responses(400, 401, 404)},
     )
     def get(self, request: Request, task_id: str, step_id: str) -> Response:
-        step = _task_step(request, task_id, step_id)
+        step = task_step_for_request(request, task_id, step_id)
         if isinstance(step, Interrupt):  # an approval makes no files
             artifacts = Artifact.objects.none()
         else:
             artifacts = artifacts_of_thread(thread=step.thread, step=step)
         return _spec_page(
-            request, "artifacts", artifacts, lambda a: spec_artifact(a, _download_url(request, a))
+            request,
+            "artifacts",
+            artifacts,
+            lambda a: spec_artifact(a, spec_download_url(request, a)),
         )
 
     @extend_schema(
@@ -396,23 +338,12 @@ class StepArtifactListApi(_Api):
         step = _step(request, task_id, step_id)
         artifact = upload(request, thread=step.thread, step=step)
         return Response(
-            spec_artifact(artifact, _download_url(request, artifact)),
+            spec_artifact(artifact, spec_download_url(request, artifact)),
             status=status.HTTP_201_CREATED,
         )
 
 
-def upload(request: Request, *, thread: Thread, step: Step | None) -> Artifact:
-    """The multipart upload of a request (``file``, ``relative_path``) as an artifact."""
-    file = request.FILES.get("file")
-    if file is None:
-        raise BodyInvalid("invalid body: file: a file is required (multipart/form-data)")
-    relative_path = request.POST.get("relative_path") or ""
-    if not isinstance(relative_path, str):
-        raise BodyInvalid("invalid body: relative_path: must be text")
-    return artifact_upload(thread=thread, step=step, file=file, relative_path=relative_path)
-
-
-class StepArtifactDetailApi(_Api):
+class StepArtifactDetailApi(AgentProtocolApi):
     """``GET /api/tasks/:taskId/steps/:stepId/artifacts/:artifactId`` (its metadata) and
     ``DELETE`` (the row, then its stored file)."""
 
@@ -426,7 +357,7 @@ class StepArtifactDetailApi(_Api):
     )
     def get(self, request: Request, task_id: str, step_id: str, artifact_id: str) -> Response:
         artifact = _artifact(request, task_id, step_id, artifact_id)
-        return Response(spec_artifact(artifact, _download_url(request, artifact)))
+        return Response(spec_artifact(artifact, spec_download_url(request, artifact)))
 
     @extend_schema(
         operation_id="ap_step_artifacts_delete",
@@ -440,7 +371,7 @@ class StepArtifactDetailApi(_Api):
 
 
 def _artifact(request: Request, task_id: str, step_id: str, artifact_id: str) -> Artifact:
-    step = _task_step(request, task_id, step_id)
+    step = task_step_for_request(request, task_id, step_id)
     if isinstance(step, Interrupt):  # an approval has no files
         raise Http404
     return artifact_get_of_thread(
@@ -448,7 +379,7 @@ def _artifact(request: Request, task_id: str, step_id: str, artifact_id: str) ->
     )
 
 
-class StepArtifactDownloadApi(_Api):
+class StepArtifactDownloadApi(AgentProtocolApi):
     """``GET …/artifacts/:artifactId/download``: the file, with its type, name and size."""
 
     not_found = "artifact not found"
@@ -466,16 +397,3 @@ class StepArtifactDownloadApi(_Api):
     def get(self, request: Request, task_id: str, step_id: str, artifact_id: str) -> Any:
         artifact = _artifact(request, task_id, step_id, artifact_id)
         return artifact_file_response(artifact)
-
-
-def artifact_file_response(artifact: Artifact, *, content_type: str | None = None) -> FileResponse:
-    """The stored file, streamed: ``Content-Type``, ``Content-Disposition: attachment`` with
-    its name, ``Content-Length``."""
-    response = FileResponse(
-        stored_object_open(name=artifact.storage_name),
-        as_attachment=True,
-        filename=artifact.file_name,
-        content_type=content_type or artifact.mime_type,
-    )
-    response["Content-Length"] = str(artifact.size_bytes)
-    return response

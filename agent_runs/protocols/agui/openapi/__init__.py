@@ -3,7 +3,7 @@ than on them: each ``OpenApiViewExtension`` gives drf-spectacular a described su
 of views.py. config/urls.py imports this module, which registers them.
 
 The event stream (``GET runs/{thread_id}/events``), served by Channels, is described in
-config/openapi.py.
+events.py.
 """
 
 from typing import Any
@@ -19,17 +19,16 @@ from drf_spectacular.utils import (
 )
 from rest_framework import serializers
 
+from agent_runs.api.openapi import ErrorSerializer, error_responses
 from agent_runs.models import Run
+from agent_runs.protocols.agui.openapi.events import (
+    EVENT_STREAM_DESCRIPTION,
+    EVENT_STREAM_EXAMPLE,
+)
 from agent_runs.protocols.agui.pagination import MAX_LIMIT
 from agent_runs.protocols.agui.run_input_schema import run_create_request_schema
 from agent_runs.protocols.agui.schemas import TaskAcceptedResponse
 from agent_runs.run_input import RunAgentInput
-from config.openapi import (
-    EVENT_STREAM_DESCRIPTION,
-    EVENT_STREAM_EXAMPLE,
-    ErrorSerializer,
-    error_responses,
-)
 
 
 def page_parameters(cursor_pattern: str) -> list[OpenApiParameter]:

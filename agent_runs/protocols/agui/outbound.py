@@ -62,6 +62,10 @@ def agui_client_event(payload: dict[str, Any]) -> dict[str, Any]:
     return event
 
 
+# What the stream sends: a client event and the id of the journal event it comes from.
+ClientEvent = tuple[int, dict[str, Any]]
+
+
 class ClientEvents:
     """One stream's translation: each journal event of a run as the events an AG-UI 1.0
     client takes (``agui_client_event`` each), knowing what the run has left open; the run's
@@ -81,6 +85,13 @@ class ClientEvents:
             self._usage = await db_call(
                 run_usage_by_model, run_pk=self._run_pk, recorded_by=ended.at
             )
+
+    # The journal's stream ends the run's stream (``thread_events``), not the translation.
+    ended = False
+
+    def translate(self, event: Event) -> list[ClientEvent]:
+        """The edge kit's ``Translator``: the events of a journal event, each with its id."""
+        return [(event.id, sent) for sent in self(event.payload)]
 
     def __call__(self, payload: dict[str, Any]) -> list[dict[str, Any]]:
         kind = payload.get("type")

@@ -29,16 +29,15 @@ from rest_framework.parsers import MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from agent_runs.awaited import Produce, awaited_response
+from agent_runs.api.awaited import Produce, awaited_response
+from agent_runs.authentication import request_user
 from agent_runs.db import db_call
 from agent_runs.errors import RunNotPaused
 from agent_runs.events.reads import thread_last_event_id
 from agent_runs.events.wait import run_events_wait
-from agent_runs.json_input import JsonBodyParser
 from agent_runs.models import RUN_ACTIVE_STATUSES, Interrupt, Run, Step, Thread, agent_step_id
 from agent_runs.protocols.agent_protocol.approvals import approval_answer
 from agent_runs.protocols.agent_protocol.errors import (
-    AgentProtocolApi,
     NoStepLeft,
     StepNotStarted,
     error_answer,
@@ -48,7 +47,6 @@ from agent_runs.protocols.agent_protocol.inbound import (
     OfficialTaskCreate,
     approval_parse,
     body_parse,
-    page_query,
     task_run_input,
     task_text_check,
     uuid_or_404,
@@ -73,8 +71,9 @@ from agent_runs.protocols.agent_protocol.selectors import (
     tasks_of,
 )
 from agent_runs.protocols.agent_protocol.views import (
+    AgentProtocolApi,
     artifact_file_response,
-    request_user,
+    rows_page,
     task_for_request,
     upload,
 )
@@ -85,7 +84,6 @@ from agent_runs.selectors.steps import (
     artifacts_of_thread,
     finished_step_ids_of_run,
     latest_run_of_thread,
-    numbered_page,
     step_answering,
 )
 from agent_runs.services.lifecycle import run_resume
@@ -96,29 +94,19 @@ _TAGS = ["agent protocol (v1)"]
 _PAGE = page_parameters(page_key="current_page", size_key="page_size", default_size=10)
 
 
-class _Api(AgentProtocolApi):
-    parser_classes = [JsonBodyParser]
-
-
 def _v1_page(
     request: Request,
     key: str,
     rows: QuerySet[Any] | Callable[[int, int], NumberedPage[Any]],
     render: Callable[[Any], Any],
 ) -> Response:
-    """A page of ``rows`` (a query, or what reads a page by number and size) as ``{<key>:
-    [...], pagination}``, as ``current_page`` and ``page_size`` ask."""
-    number, size = page_query(
-        request.query_params, page_key="current_page", size_key="page_size", default_size=10
-    )
-    if isinstance(rows, QuerySet):
-        page = numbered_page(rows, number=number, size=size)
-    else:
-        page = rows(number, size)
+    """A page of ``rows`` as ``{<key>: [...], pagination}``, as ``current_page`` and
+    ``page_size`` ask."""
+    page = rows_page(request, rows, page_key="current_page", size_key="page_size", default_size=10)
     return Response({key: [render(row) for row in page.items], "pagination": v1_pagination(page)})
 
 
-class TaskListApi(_Api):
+class TaskListApi(AgentProtocolApi):
     @extend_schema(
         operation_id="ap_v1_tasks_list",
         summary="The caller's tasks",
@@ -155,7 +143,7 @@ class TaskListApi(_Api):
         return Response(v1_task(task_get(user=user, thread_id=thread.pk)))
 
 
-class TaskDetailApi(_Api):
+class TaskDetailApi(AgentProtocolApi):
     @extend_schema(
         operation_id="ap_v1_tasks_get",
         summary="A task",
@@ -166,7 +154,7 @@ class TaskDetailApi(_Api):
         return Response(v1_task(task_for_request(request, task_id)))
 
 
-class StepListApi(_Api):
+class StepListApi(AgentProtocolApi):
     @extend_schema(
         operation_id="ap_v1_steps_list",
         summary="A task's steps",
@@ -296,7 +284,7 @@ def _step_answer_read(*, run: Run, finished_before: set[uuid.UUID]) -> tuple[int
     return error_answer(NoStepLeft())  # it ended before its first stage (cancelled queued)
 
 
-class StepDetailApi(_Api):
+class StepDetailApi(AgentProtocolApi):
     not_found = "step not found"
 
     @extend_schema(
@@ -310,7 +298,7 @@ class StepDetailApi(_Api):
         return Response(v1_step(task_step_get(thread=thread, step_id=uuid_or_404(step_id))))
 
 
-class ArtifactListApi(_Api):
+class ArtifactListApi(AgentProtocolApi):
     parser_classes = [MultiPartParser]
 
     @extend_schema(
@@ -336,7 +324,7 @@ class ArtifactListApi(_Api):
         return Response(v1_artifact(artifact))
 
 
-class ArtifactDownloadApi(_Api):
+class ArtifactDownloadApi(AgentProtocolApi):
     not_found = "artifact not found"
 
     @extend_schema(

@@ -1,6 +1,6 @@
-"""Server-sent events framing (docs/spec/sse-events-and-usage.md, section 2): ``id`` / ``event`` /
-``data`` lines, a frame per event, separated by a blank line (``\\n\\n``, which every client
-splits on)."""
+"""Server-sent events framing (docs/spec/sse-events-and-usage.md, section 2), the one writer
+of every protocol's frames: ``id`` / ``event`` / ``data`` lines, a frame per event,
+separated by a blank line (``\\n\\n``, which every client splits on)."""
 
 import json
 from collections.abc import AsyncIterator, Iterable, Iterator
@@ -13,6 +13,8 @@ from agent_runs.events.codec import Event
 KEEP_ALIVE_FRAME = b": keep-alive\n\n"
 # No cache may keep a stream, and no proxy buffer it (nginx reads X-Accel-Buffering).
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+# The reconnect delay a stream tells its client first.
+RETRY_MS = 3000
 
 
 def sse_response(body: AsyncIterator[bytes] | Iterator[bytes]) -> StreamingHttpResponse:
@@ -20,10 +22,18 @@ def sse_response(body: AsyncIterator[bytes] | Iterator[bytes]) -> StreamingHttpR
     return StreamingHttpResponse(body, content_type="text/event-stream", headers=SSE_HEADERS)
 
 
-def sse_frame(event_id: int, payload: dict[str, Any]) -> bytes:
-    """``id`` / ``event`` / ``data`` lines of one SSE event."""
+def sse_frame(event_id: int | None, payload: Any, *, named: bool = True) -> bytes:
+    """One SSE event: an ``id:`` line when ``event_id`` is given (what ``Last-Event-ID``
+    resumes after), an ``event:`` line naming the payload's ``type`` when ``named``, and the
+    payload's JSON as its ``data:`` line."""
     data = json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
-    return f"id: {event_id}\nevent: {payload['type']}\ndata: {data}\n\n".encode()
+    if named:
+        if event_id is None:
+            return f"event: {payload['type']}\ndata: {data}\n\n".encode()
+        return f"id: {event_id}\nevent: {payload['type']}\ndata: {data}\n\n".encode()
+    if event_id is None:
+        return f"data: {data}\n\n".encode()
+    return f"id: {event_id}\ndata: {data}\n\n".encode()
 
 
 def sse_frames_stored(events: Iterable[Event]) -> bytes:
@@ -35,5 +45,5 @@ def sse_frames_stored(events: Iterable[Event]) -> bytes:
     ).encode()
 
 
-def retry_frame(milliseconds: int) -> bytes:
+def retry_frame(milliseconds: int = RETRY_MS) -> bytes:
     return f"retry: {milliseconds}\n\n".encode()

@@ -1,4 +1,5 @@
-"""The AG-UI edge's parsing of ``RunAgentInput``: the spec's validation rules, in order.
+"""The AG-UI edge's inbound side, the parsing of ``RunAgentInput``: the spec's validation
+rules, in order.
 
 docs/spec/run-agent-input.md: Validation Rules, forwardedProps, Compatibility Notes.
 """
@@ -14,13 +15,13 @@ from django.http import Http404
 from pydantic import ValidationError
 from pydantic.alias_generators import to_camel
 
-from agent_runs.errors import EventCursorInvalid, RunInputInvalid
-from agent_runs.json_input import (
+from agent_runs.api.json_input import (
     MAX_JSON_DEPTH,
     JsonTooDeep,
     json_decode,
     json_unstorable_place,
 )
+from agent_runs.errors import EventCursorInvalid, RunInputInvalid
 from agent_runs.run_input import RunAgentInput, iana_timezones, parse_uuid, user_text
 
 MAX_PAYLOAD_BYTES = 256 * 1024
@@ -81,6 +82,21 @@ class ConversationTurn:
 _CLIENT_ENVELOPE_KEYS = ("protocolVersion",)
 
 
+def _conversation_messages(messages: Any) -> list[dict[str, Any]]:
+    """The conversation's messages, each an object with a ``role`` and an ``id``."""
+    if not isinstance(messages, list):
+        raise RunInputInvalid("invalid RunAgentInput.messages")
+    if len(messages) > CONVERSATION_MAX_MESSAGES:
+        raise RunInputInvalid("RunAgentInput.messages exceeds limit")
+    for index, message in enumerate(messages):
+        if not isinstance(message, dict) or not isinstance(message.get("role"), str):
+            raise RunInputInvalid(f"invalid RunAgentInput.messages[{index}]")
+        message_id = message.get("id")
+        if not isinstance(message_id, str) or not 0 < len(message_id) <= MAX_MESSAGE_ID_LENGTH:
+            raise RunInputInvalid(f"invalid RunAgentInput.messages[{index}].id")
+    return messages
+
+
 def parse_conversation_turn(raw: Any) -> ConversationTurn:
     """A ``RunAgentInput`` whose ``messages`` is the whole conversation (what AG-UI clients
     send). The new turn is its last message, the user's: every rule of the spec applies to
@@ -93,17 +109,7 @@ def parse_conversation_turn(raw: Any) -> ConversationTurn:
     if not isinstance(raw, dict):
         raise RunInputInvalid("invalid RunAgentInput: the body must be a JSON object")
     data = {key: value for key, value in raw.items() if key not in _CLIENT_ENVELOPE_KEYS}
-    messages = data.get("messages")
-    if not isinstance(messages, list):
-        raise RunInputInvalid("invalid RunAgentInput.messages")
-    if len(messages) > CONVERSATION_MAX_MESSAGES:
-        raise RunInputInvalid("RunAgentInput.messages exceeds limit")
-    for index, message in enumerate(messages):
-        if not isinstance(message, dict) or not isinstance(message.get("role"), str):
-            raise RunInputInvalid(f"invalid RunAgentInput.messages[{index}]")
-        message_id = message.get("id")
-        if not isinstance(message_id, str) or not 0 < len(message_id) <= MAX_MESSAGE_ID_LENGTH:
-            raise RunInputInvalid(f"invalid RunAgentInput.messages[{index}].id")
+    messages = _conversation_messages(data.get("messages"))
     resumes = bool(data.get("resume"))
     ends_with_user = bool(messages) and messages[-1]["role"] == "user"
     end = len(messages) - 1 if ends_with_user else len(messages)
@@ -196,7 +202,7 @@ def _check_storable(data: dict[str, Any]) -> None:
 
 
 def decode_json_body(body: bytes) -> Any:
-    """The JSON value of a request body (``agent_runs.json_input.json_decode``); one nested
+    """The JSON value of a request body (``agent_runs.api.json_input.json_decode``); one nested
     too deep for the decoder is a ``RunInputInvalid`` (422), the answer the depth rule of
     ``parse_run_agent_input`` gives to shallower ones."""
     try:

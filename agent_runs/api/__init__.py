@@ -1,0 +1,14 @@
+"""The edge kit: what every protocol package (``agent_runs/protocols/``) and the ``history``
+and ``attachments`` views are built on. docs/adding-a-protocol.md walks through it.
+
+- ``json_input``: the JSON body reader, refusing what PostgreSQL could not store;
+- ``awaited``: answers that wait on a run without holding a request thread;
+- ``sse``: the one SSE frame writer, and the ``text/event-stream`` response;
+- ``journal``: the one loop "follow the journal, translate, frame, keep alive", and the
+  ``Translator`` interface each protocol's outbound translator implements;
+- ``openapi``: the generic OpenAPI helpers (error responses, the bearer scheme);
+- ``views``: the base view whose error rendering each protocol supplies.
+
+Who calls is resolved once per request by ``agent_runs/authentication.py`` (bearer tokens,
+the session, stream tokens; ``request_user``), which the core's token services share.
+"""
