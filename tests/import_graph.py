@@ -20,7 +20,18 @@ APPS = ("agent_runs", "history", "attachments", "billing", "config", "console", 
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("config",),
     ("console", "ops", "history", "agent_runs.management", "agent_runs.admin"),
-    ("agent_runs.protocols", "agent_runs.api", "agent_runs.runtime"),
+    # The HTTP edges: the protocols, the edge kit they (and the other apps' views) use, the
+    # worker side.
+    (
+        "agent_runs.protocols",
+        "agent_runs.api",
+        "agent_runs.runtime",
+        "attachments.views",
+        "attachments.urls",
+        "attachments.storage_urls",
+        "billing.views",
+        "billing.urls",
+    ),
     ("attachments", "billing", "agent_runs"),
 )
 

@@ -1,6 +1,5 @@
 """The import graph's shape (tests/import_graph.py): no cycle between the run core's
-packages, and no import from a lower layer to a higher one but those into
-``config.openapi``, whose generic helpers are leaving ``config/`` (issue 29)."""
+packages, and no import from a lower layer to a higher one."""
 
 from tests.import_graph import report
 
@@ -11,7 +10,7 @@ def test_the_run_core_s_packages_import_each_other_one_way():
     assert [cycle for cycle in found["package_cycles"] if cycle[0].startswith("agent_runs")] == []
 
 
-def test_no_module_imports_from_a_higher_layer_but_config_openapi():
+def test_no_module_imports_from_a_higher_layer():
     found = report()
 
-    assert [pair for pair in found["upward_imports"] if pair[1] != "config.openapi"] == []
+    assert found["upward_imports"] == []
