@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from agent_runs.selectors.profiles import user_profile_settings, user_timezone
 from billing.errors import BudgetExceeded
+from billing.limits_kept import KEPT_MAX, LIMITS_KEPT_SECONDS, kept
 from billing.models import Budget, UsageRecord
 
 
@@ -56,24 +57,14 @@ def user_limits(*, user_id: Any) -> Limits:
     ``LIMITS_KEPT_SECONDS`` (a budget saved here is read anew at once, ``limits_forget``;
     in other processes within that time)."""
     now = time.monotonic()
-    kept = _kept.get(user_id)
-    if kept is not None and now - kept[0] < LIMITS_KEPT_SECONDS:
-        return kept[1]
+    held = kept.get(user_id)
+    if held is not None and now - held[0] < LIMITS_KEPT_SECONDS:
+        return held[1]
     limits = _limits_read(user_id)
-    if len(_kept) >= _KEPT_MAX:
-        _kept.clear()
-    _kept[user_id] = (now, limits)
+    if len(kept) >= KEPT_MAX:
+        kept.clear()
+    kept[user_id] = (now, limits)
     return limits
-
-
-def limits_forget(*, user_id: Any) -> None:
-    """Read the user's limits anew next time (their budget changed)."""
-    _kept.pop(user_id, None)
-
-
-LIMITS_KEPT_SECONDS = 5.0
-_KEPT_MAX = 10_000
-_kept: dict[Any, tuple[float, Limits]] = {}
 
 
 def _limits_read(user_id: Any) -> Limits:

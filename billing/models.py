@@ -8,6 +8,7 @@ from django.db import models
 from django.utils import timezone
 
 from agent_runs.models import Run, Stage
+from billing.limits_kept import limits_forget
 from billing.schemas import CostSource
 
 # Per-token prices such as 0.00000027, and costs down to a single token at them, exactly.
@@ -277,15 +278,9 @@ class Budget(models.Model):
     # (billing/budgets.py keeps them a few seconds).
     def save(self, *args: Any, **kwargs: Any) -> None:
         super().save(*args, **kwargs)
-        _limits_forget(self.user_id)
+        limits_forget(user_id=self.user_id)
 
     def delete(self, *args: Any, **kwargs: Any) -> Any:
         deleted = super().delete(*args, **kwargs)
-        _limits_forget(self.user_id)
+        limits_forget(user_id=self.user_id)
         return deleted
-
-
-def _limits_forget(user_id: Any) -> None:
-    from billing.budgets import limits_forget  # budgets reads this module's models
-
-    limits_forget(user_id=user_id)
