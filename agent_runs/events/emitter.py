@@ -12,7 +12,7 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
@@ -102,7 +102,6 @@ class RunEventEmitter(BatchSource):
         # STEP_STARTED, flushed before its model call a few milliseconds later, in one write.
         self._last_flush = time.monotonic()
         self._loop = loop
-        self._deferred: list[asyncio.Future[None]] = []
         # When this emitter sent RUN_STARTED, until the run's first text (time to first token).
         self._started_at: float | None = None
 
@@ -185,19 +184,9 @@ class RunEventEmitter(BatchSource):
         self._measure(payload["type"])
         self._pending.append(payload)
 
-    def defer(self, task: Callable[[], None]) -> None:
-        """Run ``task`` (a job's bookkeeping that need not hold the model up: its usage
-        records) on a database thread of the loop's executor; at once for an emitter with no
-        loop. ``flush_async()`` waits for it."""
-        if self._loop is None:
-            task()
-            return
-        self._deferred.append(self._loop.run_in_executor(None, _logged(task)))
-
     async def flush_async(self) -> None:
-        """Wait until every event emitted so far is written (and published) and every
-        deferred task has run; raise what a write could not do (``RunNoLongerRunning`` when
-        the run is no longer the job's)."""
+        """Wait until every event emitted so far is written (and published); raise what a
+        write could not do (``RunNoLongerRunning`` when the run is no longer the job's)."""
         await self.settle_async()
         if self._failure is not None:
             raise self._failure
@@ -208,9 +197,6 @@ class RunEventEmitter(BatchSource):
             return
         if self.writing:
             await journal_writer(self._loop).written(self)
-        while self._deferred:
-            deferred, self._deferred = self._deferred, []
-            await asyncio.gather(*deferred, return_exceptions=True)
 
     def flush(self) -> None:
         """Write the pending events now: one INSERT statement, and once it is committed one
@@ -264,16 +250,6 @@ class RunEventEmitter(BatchSource):
     @property
     def ended(self) -> bool:
         return self.sequence.ended
-
-
-def _logged(task: Callable[[], None]) -> Callable[[], None]:
-    def run() -> None:
-        try:
-            task()
-        except Exception:  # a task reports its own failures; this keeps the others going
-            logger.exception("a deferred task of a job failed")
-
-    return run
 
 
 def _publish(thread_id: uuid.UUID, entry: dict[str, Any]) -> None:
