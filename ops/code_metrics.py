@@ -8,9 +8,9 @@ modules over 400 lines; functions over 50 and over 30 lines, with the share of a
 over 30; and the pairs of places where six or more lines in a row are alike. A function's
 length runs from its ``def`` line to its last line (decorators and its docstring included,
 nested functions counted in their parent and on their own). Lines are compared normalised:
-whitespace stripped, blank lines and comment-only lines dropped, so a copy re-indented or
-re-commented still counts. A pair is two maximal runs of alike lines, one in each place (two
-runs in one file count too, if they do not overlap).
+whitespace stripped, blank lines, comment-only lines and import statements dropped, so a
+copy re-indented or re-commented still counts. A pair is two maximal runs of alike lines, one
+in each place (two runs in one file count too, if they do not overlap).
 
 No Django, no imports of the code: it parses the files, so it runs on any checkout.
 """
@@ -79,13 +79,27 @@ def functions_of(tree: ast.AST, path: str) -> Iterator[Function]:
 
 
 def normalised_lines(text: str) -> list[tuple[int, str]]:
-    """(line number, line without whitespace) of the lines that carry code."""
+    """(line number, line without whitespace) of the lines that carry code (imports say what
+    a module uses: two modules that use the same things do not repeat code)."""
+    imports = _import_lines(text)
     kept = []
     for number, line in enumerate(text.splitlines(), start=1):
         squeezed = "".join(line.split())
-        if squeezed and not squeezed.startswith("#"):
+        if squeezed and not squeezed.startswith("#") and number not in imports:
             kept.append((number, squeezed))
     return kept
+
+
+def _import_lines(text: str) -> set[int]:
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return set()
+    lines: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            lines.update(range(node.lineno, (node.end_lineno or node.lineno) + 1))
+    return lines
 
 
 def repeated_places(texts: dict[str, str], size: int = ALIKE_LINES) -> list[tuple[Place, Place]]:

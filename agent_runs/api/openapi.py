@@ -10,7 +10,8 @@ is its own (the AG-UI views and event stream: agent_runs/protocols/agui/openapi/
 from typing import Any
 
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
-from drf_spectacular.utils import OpenApiResponse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiExample, OpenApiResponse
 from rest_framework import serializers
 
 
@@ -32,6 +33,23 @@ _WHEN = {
     415: "An unsupported content type",
     422: "Input that breaks a validation rule",
 }
+
+
+def event_stream_response(description: str, *, example_name: str, example: str) -> OpenApiResponse:
+    """A ``200`` that streams server-sent events (``text/event-stream``), with an example."""
+    return OpenApiResponse(
+        OpenApiTypes.STR,
+        description=description,
+        examples=[
+            OpenApiExample(
+                example_name,
+                value=example,
+                media_type="text/event-stream",
+                status_codes=[200],
+                response_only=True,
+            )
+        ],
+    )
 
 
 def error_responses(*statuses: int, **descriptions: str) -> dict[int, OpenApiResponse]:

@@ -5,6 +5,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiExample, OpenApiResponse
 from rest_framework import serializers
 
+from agent_runs.api.openapi import event_stream_response
 from agent_runs.protocols.agent_api.inbound import AgentRequest
 
 _WHEN = {
@@ -76,19 +77,11 @@ RESPONSE_OBJECT = OpenApiResponse(
     description="A response object (docs/spec/agent-api-protocol.md, 6. Response Models).",
     examples=[OpenApiExample("completed", value=_RESPONSE_EXAMPLE, response_only=True)],
 )
-STREAM_RESPONSE = OpenApiResponse(
-    OpenApiTypes.STR,
-    description="Server-sent events, one object each: `id:` its sequence_number (contiguous "
+STREAM_RESPONSE = event_stream_response(
+    "Server-sent events, one object each: `id:` its sequence_number (contiguous "
     "from 0), `data:` the response, message or content object. Response `created`, "
     "`in_progress`, messages and content deltas, then the response `completed`, `failed` or "
     "`canceled`.",
-    examples=[
-        OpenApiExample(
-            "stream",
-            value='id: 0\ndata: {"sequence_number":0,"object":"response","status":"created",…}\n\n',
-            media_type="text/event-stream",
-            status_codes=[200],
-            response_only=True,
-        )
-    ],
+    example_name="stream",
+    example='id: 0\ndata: {"sequence_number":0,"object":"response","status":"created",…}\n\n',
 )

@@ -19,7 +19,7 @@ from drf_spectacular.utils import (
 )
 from rest_framework import serializers
 
-from agent_runs.api.openapi import ErrorSerializer, error_responses
+from agent_runs.api.openapi import ErrorSerializer, error_responses, event_stream_response
 from agent_runs.models import Run
 from agent_runs.protocols.agui.openapi.events import (
     EVENT_STREAM_DESCRIPTION,
@@ -51,19 +51,11 @@ _ACCEPTED = OpenApiResponse(
     TaskAcceptedResponse,
     description="Accepted: the run is queued (`created`: this request created the thread).",
 )
-_STREAMED = OpenApiResponse(
-    OpenApiTypes.STR,
-    description="With `Accept: text/event-stream`: the run's events, from its RUN_STARTED to "
+_STREAMED = event_stream_response(
+    "With `Accept: text/event-stream`: the run's events, from its RUN_STARTED to "
     f"its RUN_FINISHED or RUN_ERROR. {EVENT_STREAM_DESCRIPTION}",
-    examples=[
-        OpenApiExample(
-            "events",
-            value=EVENT_STREAM_EXAMPLE,
-            media_type="text/event-stream",
-            status_codes=[200],
-            response_only=True,
-        )
-    ],
+    example_name="events",
+    example=EVENT_STREAM_EXAMPLE,
 )
 _THREAD_ID = "550e8400-e29b-41d4-a716-446655440000"
 _FORWARDED_PROPS = {
