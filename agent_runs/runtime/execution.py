@@ -142,7 +142,7 @@ async def _run_job(
     finally:
         await emitter.settle_async()  # the job's writes are all made when it ends
         if isinstance(opening, Opening):
-            await opening.turn.usage_settle()
+            await opening.turn.usage.settle()
         await db_retried(run_dispatch_next, thread_id=run.thread_id)
 
 
@@ -237,7 +237,7 @@ def _run_finish(run: Run, turn: RunTurn) -> None:
         turn.emitter.emit(RunFinishedEvent(thread_id=str(run.thread_id), run_id=run.run_id))
         if not run_complete(run=run, claim_token=turn.claim_token):
             raise RunNoLongerRunning(run.pk)
-        turn.usage_store()
+        turn.usage.store_kept()
 
 
 async def _park_if_asked(turn: RunTurn, checkpoint: Checkpoint, *, done: int) -> bool:

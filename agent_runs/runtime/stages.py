@@ -61,7 +61,7 @@ async def router_stage(turn: RunTurn, *, is_last: bool = False) -> RouteDecision
             ),
         )
     finally:
-        turn.record_usage(usage_log)
+        turn.usage.keep(usage_log)
     raise_if_cancelled()
     await turn.step_finish(
         Stage.ROUTER,
@@ -106,7 +106,7 @@ async def memory_stage(turn: RunTurn, output: AgentOutput) -> None:
         for event in reasoning_end_events(state):
             turn.emitter.emit(event)
     finally:
-        turn.record_usage(usage_log)
+        turn.usage.keep(usage_log)
     if state.tool_names or state.reasoning:
         await db_retried(
             run_stage_messages_store,

@@ -11,7 +11,6 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from functools import partial
 from typing import Any
 
 from ag_ui.core import (
@@ -26,12 +25,11 @@ from agentscope.message import (
 )
 from agentscope.tool import ToolBase
 from django.conf import settings
-from django.db import DatabaseError, transaction
+from django.db import transaction
 
 from agent_runs.agent_config import StageConfig, stage_config
 from agent_runs.events.emitter import RunEventEmitter
 from agent_runs.models import Message, Run, Stage, Visibility
-from agent_runs.runtime import tracing
 from agent_runs.runtime.agents import (
     ClientTool,
     mcp_tools,
@@ -46,6 +44,7 @@ from agent_runs.runtime.chat_models import ModelCall, UsageLog
 from agent_runs.runtime.host import db, db_retried, raise_if_cancelled
 from agent_runs.runtime.tools.context import ToolContext
 from agent_runs.runtime.tools.registry import tools_for
+from agent_runs.runtime.usage import RunUsage
 from agent_runs.selectors.context import context_messages_for, run_user_message
 from agent_runs.selectors.interrupts import (
     HeldReply,
@@ -71,16 +70,6 @@ logger = logging.getLogger(__name__)
 _TURN_SECONDS = 0.001
 
 
-@dataclass(eq=False)
-class _Unrecorded:
-    """A stage's model calls whose usage is to be recorded, with the tracing context of the
-    stage (their spans' parent, with tracing on)."""
-
-    stage: str
-    calls: list[ModelCall]
-    parent: Any
-
-
 @dataclass
 class RunTurn:
     """What the stages of one run share."""
@@ -89,12 +78,8 @@ class RunTurn:
     emitter: RunEventEmitter
     user_message: Message
     memory_notes: str
-    # Records a stage's model calls (with tracing on, under the trace context it is given);
-    # gives how many it recorded.
-    store_usage: Callable[[str, list[ModelCall], Any], int]
-    recorded_calls: int = 0
-    # Each stage's model calls, for its step's additional output.
-    stage_calls: dict[str, list[ModelCall]] = field(default_factory=dict)
+    # The job's model calls, and what of their usage is to be recorded.
+    usage: RunUsage
     # What the run's clients asked of it when this job last finished a stage (none yet).
     control: RunControl | None = None
 
@@ -116,8 +101,6 @@ class RunTurn:
     steps_begun: set[str] = field(default_factory=set)
     # The last stage's step end, recorded in the transaction that completes the run.
     closing: StepEnd | None = None
-    # Model calls whose usage is not recorded yet (``usage_store``).
-    unrecorded: list["_Unrecorded"] = field(default_factory=list)
 
     @classmethod
     def prepare(
@@ -142,7 +125,7 @@ class RunTurn:
             emitter=emitter,
             user_message=user_message,
             memory_notes=memory_notes,
-            store_usage=store_usage,
+            usage=RunUsage(run_pk=run.pk, store=store_usage),
             contexts=context_messages_for(
                 thread_id=run.thread_id,
                 before_seq=user_message.seq,
@@ -181,43 +164,8 @@ class RunTurn:
         await db(self._spend_check_here)
 
     def _spend_check_here(self) -> None:
-        self.usage_store()
+        self.usage.store_kept()
         budget_check(user_id=self.run.thread.owner_id, limits=self.limits)
-
-    def record_usage(self, usage_log: UsageLog) -> None:
-        """Keep the calls the log holds for the job's next write (``usage_store``): the
-        model does not wait for the bookkeeping, and the records share that write's commit."""
-        calls = usage_log.drain()
-        self.stage_calls.setdefault(usage_log.stage, []).extend(calls)
-        if calls:
-            parent = tracing.current_context()  # the stage's span, with tracing on
-            self.unrecorded.append(_Unrecorded(usage_log.stage, calls, parent))
-
-    def usage_store(self) -> int:
-        """Record the calls kept so far, on a database thread, in the caller's transaction
-        (its last statements: a call's day totals stay locked until the commit) or on their
-        own; how many were. They are let go once it commits: a transaction that fails leaves
-        them for the next write, or for the job's end (``usage_settle``)."""
-        pending = list(self.unrecorded)
-        recorded = sum(self.store_usage(item.stage, item.calls, item.parent) for item in pending)
-        transaction.on_commit(partial(self._usage_recorded, pending, recorded))
-        return recorded
-
-    def _usage_recorded(self, pending: list["_Unrecorded"], recorded: int) -> None:
-        self.unrecorded = [item for item in self.unrecorded if item not in pending]
-        self.recorded_calls += recorded
-
-    async def usage_settle(self) -> None:
-        """At the job's end: record what no write of the job recorded (a run that failed or
-        was cancelled is billed for the calls it made too)."""
-        if not self.unrecorded:
-            return
-        try:
-            await db_retried(self.usage_store)
-        except DatabaseError:  # the answer (or the failure) matters more than its bookkeeping
-            logger.exception(
-                "run %s: the usage of %d calls not recorded", self.run.pk, len(self.unrecorded)
-            )
 
     @property
     def ids(self) -> dict[str, str]:
@@ -266,7 +214,7 @@ class RunTurn:
             "latency_ms": round((time.monotonic() - started) * 1000),
             "model_calls": [
                 {"model": call.model_id, **token_counts(call.usage)}
-                for call in self.stage_calls.get(stage, [])
+                for call in self.usage.stage_calls.get(stage, [])
             ],
         }
         if state is not None and state.tool_names:
@@ -303,7 +251,7 @@ class RunTurn:
         with self.emitter.rewound_on_failure(), transaction.atomic():
             thread_lock_for_job(thread_id=self.run.thread_id)
             self.emitter.emit_here(self.step_advance(ended, then))
-            self.usage_store()
+            self.usage.store_kept()
 
     def step_advance(self, ended: StepEnd, then: StepBegin | None) -> list[BaseEvent]:
         """A stage boundary's rows (on a database thread, in the caller's transaction): the
@@ -413,7 +361,7 @@ class RunTurn:
                 for event in map_agentscope_event(item, state):
                     self.emitter.emit(event)
                 if usage_log.calls:
-                    self.record_usage(usage_log)
+                    self.usage.keep(usage_log)
                 if time.monotonic() - turned >= _TURN_SECONDS:
                     # A fast model's chunks are read from a buffer without a turn of the
                     # loop: now and then give the other runs and the journal writer their

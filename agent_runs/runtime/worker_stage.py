@@ -134,7 +134,7 @@ async def _worker_answer(
         for answer in inputs:
             final = await turn.relay_reply(worker_reply_of(agent, answer), state, usage_log)
     finally:
-        turn.record_usage(usage_log)
+        turn.usage.keep(usage_log)
     return final
 
 
@@ -238,7 +238,7 @@ def _answer_store(
                 output,
                 state,
                 digest=billing_selectors.run_usage_digest(
-                    run=run, any_records=turn.usage_store() + turn.recorded_calls > 0
+                    run=run, any_records=turn.usage.store_kept() + turn.usage.recorded_calls > 0
                 ),
                 locale=user_locale(user_profile_settings(user_id=run.thread.owner_id)),
             )
