@@ -8,32 +8,22 @@ Only the worker imports this module (it imports AgentScope through the stages).
 import asyncio
 import logging
 from dataclasses import dataclass
-from functools import partial
 from typing import Any
 
 from ag_ui.core import BaseEvent, CustomEvent, RunStartedEvent
 from django.conf import settings
-from django.db import (
-    DatabaseError,
-    transaction,
-)
+from django.db import transaction
 from pydantic import BaseModel
 
 from agent_runs.agent_config import stage_enabled
 from agent_runs.events.codec import RUN_RESUMED_EVENT
 from agent_runs.events.emitter import RunEventEmitter
 from agent_runs.models import Run, Stage
-from agent_runs.runtime import tracing
-from agent_runs.runtime.chat_models import ModelCall
-from agent_runs.runtime.demo_model import DEMO_MODEL_ID
 from agent_runs.runtime.output import AgentOutput, RouteDecision
-from agent_runs.runtime.stages import RunTurn
+from agent_runs.runtime.turn import RunTurn
 from agent_runs.selectors.context import user_memory_notes
-from agent_runs.services.lifecycle import (
-    run_claim_and_load,
-)
+from agent_runs.services.lifecycle import run_claim_and_load
 from agent_runs.services.steps import StepBegin, thread_lock_for_job
-from billing import services as billing_services
 
 logger = logging.getLogger(__name__)
 
@@ -128,7 +118,6 @@ def run_turn(run: Run, emitter: RunEventEmitter) -> tuple[RunTurn, list[Stage]]:
         memory_notes=user_memory_notes(
             user_id=run.thread.owner_id, limit=settings.AGENT_MEMORY_MAX_ITEMS
         ),
-        store_usage=partial(store_usage, run),
     )
     turn.stages = pipeline_stages(run)
     return turn, turn.stages
@@ -152,36 +141,3 @@ class Checkpoint(BaseModel):
     next: Stage = Stage.ROUTER
     decision: RouteDecision | None = None
     output: AgentOutput | None = None
-
-
-def store_usage(run: Run, stage: str, calls: list[ModelCall], trace_parent: Any = None) -> int:
-    """Record model calls of a stage (a failed or cancelled run is billed for the calls it
-    made too), each in its own short transaction; how many were. With tracing on, each call
-    is a span under ``trace_parent`` (the stage's context), with its cost."""
-    recorded = 0
-    for call in calls:
-        record = None
-        if call.model_id != DEMO_MODEL_ID:  # the offline demo model is not billed
-            try:
-                record = billing_services.usage_record(
-                    run=run,
-                    stage=stage,
-                    model_id=call.model_id,
-                    usage=call.usage,
-                    metadata=call.metadata,
-                )
-                recorded += 1
-            except DatabaseError:
-                # The answer matters more than its bookkeeping: keep the call for staff in
-                # the log, and go on with the run.
-                logger.exception("run %s: usage of a %s call not recorded: %s", run.pk, stage, call)
-        if trace_parent is not None:
-            tracing.model_call_span(
-                call,
-                parent=trace_parent,
-                stage=stage,
-                cost=None if record is None else record.cost,
-                currency="" if record is None else record.currency,
-                cost_source="" if record is None else record.cost_source,
-            )
-    return recorded

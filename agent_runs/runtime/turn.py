@@ -40,7 +40,7 @@ from agent_runs.runtime.agentscope_events import (
     map_agentscope_event,
     tool_results,
 )
-from agent_runs.runtime.chat_models import ModelCall, UsageLog
+from agent_runs.runtime.chat_models import UsageLog
 from agent_runs.runtime.host import db, db_retried, raise_if_cancelled
 from agent_runs.runtime.tools.context import ToolContext
 from agent_runs.runtime.tools.registry import tools_for
@@ -109,7 +109,6 @@ class RunTurn:
         run: Run,
         emitter: RunEventEmitter,
         memory_notes: str,
-        store_usage: Callable[[str, list[ModelCall], Any], int],
     ) -> "RunTurn":
         """The turn of a run, with what its stages read (from a database thread)."""
         held = held_reply_for(run=run)
@@ -125,7 +124,7 @@ class RunTurn:
             emitter=emitter,
             user_message=user_message,
             memory_notes=memory_notes,
-            usage=RunUsage(run_pk=run.pk, store=store_usage),
+            usage=RunUsage(run=run),
             contexts=context_messages_for(
                 thread_id=run.thread_id,
                 before_seq=user_message.seq,

@@ -6,16 +6,18 @@ Only the worker imports this module.
 """
 
 import logging
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
 from django.db import DatabaseError, transaction
 
+from agent_runs.models import Run
 from agent_runs.runtime import tracing
 from agent_runs.runtime.chat_models import ModelCall, UsageLog
+from agent_runs.runtime.demo_model import DEMO_MODEL_ID
 from agent_runs.runtime.host import db_retried
+from billing import services as billing_services
 
 logger = logging.getLogger(__name__)
 
@@ -34,10 +36,7 @@ class _Unrecorded:
 class RunUsage:
     """The model calls of one run's job."""
 
-    run_pk: int
-    # Records a stage's model calls (with tracing on, under the trace context it is given);
-    # gives how many it recorded.
-    store: Callable[[str, list[ModelCall], Any], int]
+    run: Run
     recorded_calls: int = 0
     # Each stage's model calls, for its step's additional output.
     stage_calls: dict[str, list[ModelCall]] = field(default_factory=dict)
@@ -59,7 +58,9 @@ class RunUsage:
         own; how many were. They are let go once it commits: a transaction that fails leaves
         them for the next write, or for the job's end (``settle``)."""
         pending = list(self.unrecorded)
-        recorded = sum(self.store(item.stage, item.calls, item.parent) for item in pending)
+        recorded = sum(
+            usage_store(self.run, item.stage, item.calls, item.parent) for item in pending
+        )
         transaction.on_commit(partial(self._recorded, pending, recorded))
         return recorded
 
@@ -76,4 +77,38 @@ class RunUsage:
             await db_retried(self.store_kept)
         except DatabaseError:  # the answer (or the failure) matters more than its bookkeeping
             calls = sum(len(item.calls) for item in self.unrecorded)
-            logger.exception("run %s: the usage of %d calls not recorded", self.run_pk, calls)
+            logger.exception("run %s: the usage of %d calls not recorded", self.run.pk, calls)
+
+
+def usage_store(run: Run, stage: str, calls: list[ModelCall], trace_parent: Any = None) -> int:
+    """Record model calls of a stage (a failed or cancelled run is billed for the calls it
+    made too), each atomic on its own (a savepoint in the caller's transaction); how many
+    were. With tracing on, each call is a span under ``trace_parent`` (the stage's context),
+    with its cost."""
+    recorded = 0
+    for call in calls:
+        record = None
+        if call.model_id != DEMO_MODEL_ID:  # the offline demo model is not billed
+            try:
+                record = billing_services.usage_record(
+                    run=run,
+                    stage=stage,
+                    model_id=call.model_id,
+                    usage=call.usage,
+                    metadata=call.metadata,
+                )
+                recorded += 1
+            except DatabaseError:
+                # The answer matters more than its bookkeeping: keep the call for staff in
+                # the log, and go on with the run.
+                logger.exception("run %s: usage of a %s call not recorded: %s", run.pk, stage, call)
+        if trace_parent is not None:
+            tracing.model_call_span(
+                call,
+                parent=trace_parent,
+                stage=stage,
+                cost=None if record is None else record.cost,
+                currency="" if record is None else record.currency,
+                cost_source="" if record is None else record.cost_source,
+            )
+    return recorded
