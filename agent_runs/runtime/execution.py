@@ -8,14 +8,10 @@ import logging
 import traceback
 import uuid
 from functools import partial
-from typing import TypeVar
 
 from ag_ui.core import CustomEvent, RunFinishedEvent
 from django.core.exceptions import ImproperlyConfigured
-from django.db import (
-    DatabaseError,
-    transaction,
-)
+from django.db import DatabaseError, transaction
 from django.utils import timezone
 from rq.timeouts import JobTimeoutException
 
@@ -36,12 +32,7 @@ from agent_runs.runtime.host import (
     with_reconnect,
 )
 from agent_runs.runtime.openai_compatible import ProviderError
-from agent_runs.runtime.opening import (
-    Checkpoint,
-    Opening,
-    announcement,
-    run_claim_and_open,
-)
+from agent_runs.runtime.opening import Checkpoint, Opening, announcement, run_claim_and_open
 from agent_runs.runtime.stages import RunTurn, memory_stage, router_stage, worker_stage
 from agent_runs.selectors.runs import run_status
 from agent_runs.services.lifecycle import (
@@ -55,8 +46,6 @@ from agent_runs.services.steps import thread_lock_for_job
 from billing.errors import BudgetExceeded
 
 logger = logging.getLogger(__name__)
-
-T = TypeVar("T")
 
 
 async def run_execute(*, run_pk: int) -> None:
@@ -96,16 +85,14 @@ def _job_id() -> str | None:
 
 def _run_start(
     run_pk: int, loop: asyncio.AbstractEventLoop
-) -> tuple[Run, RunEventEmitter, "Opening | Exception"] | None:
+) -> tuple[Run, RunEventEmitter, Opening | Exception] | None:
     """Claim the run and open it (``run_claim_and_open``), tried again on a new connection
     when the database cut the one it used (a restart, a failover while the worker waited):
     nothing of it commits unless all of it does."""
     return with_reconnect(partial(run_claim_and_open, run_pk, loop))
 
 
-async def _run_job(
-    run: Run, emitter: RunEventEmitter, opening: "Opening | Exception"
-) -> str | None:
+async def _run_job(run: Run, emitter: RunEventEmitter, opening: Opening | Exception) -> str | None:
     """The claimed run's pipeline; the status it ended with under this job (``None`` when it
     was parked, or ended by someone else in a way this job cannot tell)."""
     token = emitter.claim_token
@@ -187,7 +174,7 @@ def _run_measure(run: Run, *, ended: str | None) -> None:
         logger.info("run %s %s after %.2f s", run.pk, ended, seconds)
 
 
-async def _run_pipeline(run: Run, emitter: RunEventEmitter, opening: "Opening | Exception") -> bool:
+async def _run_pipeline(run: Run, emitter: RunEventEmitter, opening: Opening | Exception) -> bool:
     """The run's stages, then its end: ``True`` when it completed, ``False`` when it was
     parked (``RunNoLongerRunning`` when it was ended meanwhile)."""
     if isinstance(opening, Exception):
