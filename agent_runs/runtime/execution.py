@@ -48,12 +48,12 @@ from agent_runs.selectors.context import user_memory_notes
 from agent_runs.selectors.runs import run_status
 from agent_runs.services.lifecycle import (
     RUN_ERROR_MESSAGE,
-    run_claim_and_load,
     run_complete,
     run_dispatch_next,
     run_fail,
     run_park,
 )
+from agent_runs.services.run_claim import run_claim_and_load
 from agent_runs.services.steps import StepBegin
 from billing import services as billing_services
 from billing.errors import BudgetExceeded
