@@ -15,7 +15,8 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
 from agent_runs.runtime.demo_model import DEMO_MODEL_ID, DemoChatModel
-from agent_runs.runtime.openai_compatible import OpenAICompatibleChatModel, endpoint_for
+from agent_runs.runtime.openai_compatible import OpenAICompatibleChatModel
+from agent_runs.runtime.openai_dialects import endpoint_for
 
 # Each provider's key and base URL settings.
 PROVIDERS = {
@@ -140,11 +141,18 @@ def chat_model_for(
         usage_log=log,
         endpoint=endpoint_for(provider, api_key, getattr(settings, base_url_setting) or ""),
         model=name,
-        max_retries=settings.AGENT_MODEL_MAX_RETRIES,
-        retry_delay=settings.AGENT_MODEL_RETRY_DELAY_SECONDS,
-        timeout=settings.AGENT_MODEL_TIMEOUT_SECONDS,
-        thinking=thinking,
+        **_call_settings(thinking),
     )
+
+
+def _call_settings(thinking: bool) -> dict[str, Any]:
+    """What every provider's model is made with: its calls' retries, timeout, thinking."""
+    return {
+        "max_retries": settings.AGENT_MODEL_MAX_RETRIES,
+        "retry_delay": settings.AGENT_MODEL_RETRY_DELAY_SECONDS,
+        "timeout": settings.AGENT_MODEL_TIMEOUT_SECONDS,
+        "thinking": thinking,
+    }
 
 
 def _sdk_model(
@@ -159,10 +167,7 @@ def _sdk_model(
         "model_id": model_id,
         "usage_log": usage_log,
         "model": name,
-        "max_retries": settings.AGENT_MODEL_MAX_RETRIES,
-        "retry_delay": settings.AGENT_MODEL_RETRY_DELAY_SECONDS,
-        "timeout": settings.AGENT_MODEL_TIMEOUT_SECONDS,
-        "thinking": thinking,
+        **_call_settings(thinking),
     }
     # Imported here: their SDKs (LiteLLM's import takes seconds) only when configured.
     if provider == "litellm":

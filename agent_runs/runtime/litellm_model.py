@@ -22,19 +22,18 @@ from typing import Any
 import httpx
 import openai
 from agentscope.credential import OpenAICredential
-from agentscope.message import Msg
-from agentscope.tool import ToolChoice
 
-from agent_runs.runtime.chat_models import ProviderChatModel, UsageLog
-from agent_runs.runtime.openai_compatible import DIALECTS, Endpoint, StreamParser
-from agent_runs.runtime.sdk_models import provider_error
+from agent_runs.runtime.chat_models import ProviderChatModel
+from agent_runs.runtime.openai_dialects import DIALECTS, Endpoint
+from agent_runs.runtime.openai_stream import StreamParser
+from agent_runs.runtime.provider_errors import provider_error
 
 # Without this LiteLLM fetches its price list from the network when imported.
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 import litellm  # after the variable above, which LiteLLM reads at import
 
 # LiteLLM's errors (its classes derive from the openai SDK's) and its transport's: raised as
-# the lean path's (runtime/sdk_models.py), so retried and reported alike.
+# the lean path's (runtime/provider_errors.py), so retried and reported alike.
 _LITELLM_ERRORS: tuple[type[Exception], ...] = (openai.APIError, httpx.HTTPError)
 
 # The OpenAI-compatible model's request and parsing; LiteLLM holds the credentials.
@@ -48,41 +47,14 @@ _ENDPOINT = Endpoint(
 
 
 class LiteLLMChatModel(ProviderChatModel):
-    """A LiteLLM model string's chat model, recorded like a provider's."""
+    """A LiteLLM model string's chat model, recorded like a provider's: the OpenAI-compatible
+    model's request, sent through ``litellm.acompletion``."""
 
-    def __init__(
-        self,
-        *,
-        model_id: str,
-        usage_log: UsageLog,
-        model: str,
-        max_retries: int,
-        retry_delay: float,
-        timeout: float,
-        thinking: bool = False,
-    ) -> None:
-        super().__init__(
-            model_id=model_id,
-            usage_log=usage_log,
-            endpoint=_ENDPOINT,
-            model=model,
-            max_retries=max_retries,
-            retry_delay=retry_delay,
-            timeout=timeout,
-            thinking=thinking,
-        )
+    def __init__(self, **arguments: Any) -> None:
+        """``ProviderChatModel``'s arguments but the endpoint (LiteLLM holds the credentials)."""
+        super().__init__(endpoint=_ENDPOINT, **arguments)
 
-    async def _call_api(
-        self,
-        model_name: str,
-        messages: list[Msg],
-        tools: list[dict[str, Any]] | None = None,
-        tool_choice: ToolChoice | None = None,
-        **kwargs: Any,
-    ) -> Any:
-        if self.usage_log.before_call is not None:
-            await self.usage_log.before_call()
-        body = await self._request_body(model_name, messages, tools, tool_choice, kwargs)
+    async def _send(self, body: dict[str, Any]) -> Any:
         started = time.monotonic()
         try:
             # LiteLLM's retries are off: AgentScope's are the only ones (AGENT_MODEL_MAX_RETRIES).

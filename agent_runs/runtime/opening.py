@@ -22,7 +22,7 @@ from agent_runs.models import Run, Stage
 from agent_runs.runtime.output import AgentOutput, RouteDecision
 from agent_runs.runtime.turn import RunTurn
 from agent_runs.selectors.context import user_memory_notes
-from agent_runs.services.lifecycle import run_claim_and_load
+from agent_runs.services.run_claim import run_claim_and_load
 from agent_runs.services.steps import StepBegin, thread_lock_for_job
 
 logger = logging.getLogger(__name__)

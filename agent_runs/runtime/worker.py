@@ -64,7 +64,8 @@ from agent_runs.runtime.sdk_models import sdk_clients_close
 from agent_runs.runtime.tracing import worker_tracing_start
 from agent_runs.services.automations import automations_fire_due
 from agent_runs.services.interrupts import interrupts_expire
-from agent_runs.services.lifecycle import runs_heartbeat, runs_recover
+from agent_runs.services.lifecycle import runs_recover
+from agent_runs.services.run_claim import runs_heartbeat
 from agent_runs.services.workers import worker_beat, worker_beat_end, worker_beats_prune
 from agent_runs.tracing import tracing_flush
 

@@ -6,6 +6,7 @@ written only while it holds its thread's turn (from its claim to its terminal ev
 run cancelled while queued gets its ``RUN_STARTED`` and ``RUN_ERROR`` when its turn comes,
 after the run before it has ended. A job writes only under its claim (``Run.claim_token``,
 checked in the same statement as each write), so a job that lost its run writes nothing.
+The claim is services/run_claim.py's; the thread's line, services/thread_line.py's.
 """
 
 import logging
@@ -17,17 +18,16 @@ from typing import Any
 
 from ag_ui.core import RunErrorEvent, RunStartedEvent
 from django.conf import settings
-from django.db import connection, transaction
-from django.db.models import Exists, OuterRef, Q, Value
-from django.db.models.functions import Coalesce
+from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
-from agent_runs.db import columns_sql, model_from_row
 from agent_runs.errors import RunNotPaused
 from agent_runs.events.emitter import RunEventEmitter
-from agent_runs.models import RUN_ACTIVE_STATUSES, Run, RunEvent, Step, Thread
-from agent_runs.selectors.runs import run_for_execution, runs_next_queued_of_idle_threads
+from agent_runs.models import RUN_ACTIVE_STATUSES, Run, Step, Thread
+from agent_runs.selectors.runs import runs_next_queued_of_idle_threads
 from agent_runs.services.queue import job_stop, run_enqueue_if_idle, runs_enqueue_if_idle
+from agent_runs.services.thread_line import ENDED_UNSTARTED, line_head
 from agent_runs.signals import run_status_changed_send, run_status_transaction
 
 logger = logging.getLogger(__name__)
@@ -37,130 +37,6 @@ RUN_CANCELLED_MESSAGE = "run cancelled"
 # docs/spec/sse-events-and-usage.md, RUN_ERROR: what clients see; the cause stays in Run.error.
 RUN_ERROR_MESSAGE = "runtime execution failed"
 _MAX_ERROR_CHARS = 10_000
-# Not ended, and holding its place in its thread's line: a parked run keeps it until it is
-# resumed or cancelled.
-# Cancelled while queued, its journal not written yet: it still holds its place in line.
-_ENDED_UNSTARTED = Q(status=Run.Status.CANCELLED, started_at=None) & ~Exists(
-    RunEvent.objects.filter(run_id=OuterRef("pk"))
-)
-
-
-# A thread's line: the runs that jump the queue (made by a multitask ``interrupt`` or
-# ``rollback``) first, then by id. A run before another in that order:
-_BEFORE = Q(jumps_queue__gt=OuterRef("jumps_queue")) | Q(
-    jumps_queue=OuterRef("jumps_queue"), pk__lt=OuterRef("pk")
-)
-LINE_ORDER = ("-jumps_queue", "pk")
-
-# Another run of the thread holds its turn: one running, or one before it in line queued,
-# parked or cancelled unstarted. Built once: a filter copies what it resolves.
-_TURN_TAKEN = Exists(
-    Run.objects.filter(thread_id=OuterRef("thread_id")).filter(
-        Q(status=Run.Status.RUNNING)
-        | (Q(status__in=(Run.Status.QUEUED, Run.Status.PAUSED)) & _BEFORE)
-        | (_ENDED_UNSTARTED & _BEFORE)
-    )
-)
-
-
-def run_claim(*, run_pk: int) -> uuid.UUID | None:
-    """Move the run from queued to running, once, and only when it is its thread's turn: no
-    run of the thread is running, and none before it is queued or waiting for its journal.
-    Returns the claim that fences the job's writes, or ``None``."""
-    claimed = run_claim_and_load(run_pk=run_pk)
-    return None if claimed is None else claimed[0].claim_token
-
-
-def run_claim_and_load(*, run_pk: int) -> tuple[Run, int] | None:
-    """``run_claim``, and once claimed the run as a job runs it (with its thread and its
-    thread's last event id, ``run_for_execution``), in one transaction: a connection lost
-    before the end leaves the run queued, so the whole may be tried again. The status
-    receivers are handed the run read here (no read of their own). ``None`` when it is not
-    the run's turn, or it is not queued."""
-    token = uuid.uuid4()
-    now = timezone.now()
-    # Inside the caller's transaction, when there is one (the job's start: no savepoint).
-    with transaction.atomic(savepoint=False):
-        if connection.vendor == "postgresql":
-            claimed = _claim_and_load_statement(run_pk=run_pk, token=token, now=now)
-        else:
-            claimed = _claim_and_load_orm(run_pk=run_pk, token=token, now=now)
-        if claimed is None:
-            return None
-        run_status_changed_send(run_pk=run_pk, status=Run.Status.RUNNING, run=claimed[0])
-    return claimed
-
-
-def _claim_and_load_orm(*, run_pk: int, token: uuid.UUID, now: datetime) -> tuple[Run, int] | None:
-    claimed = (
-        Run.objects.filter(pk=run_pk, status=Run.Status.QUEUED)
-        .filter(~_TURN_TAKEN)
-        .update(
-            status=Run.Status.RUNNING,
-            # A resumed run keeps when it first started (its journal's start).
-            started_at=Coalesce("started_at", Value(now)),
-            heartbeat_at=now,
-            claim_token=token,
-        )
-    )
-    return run_for_execution(run_pk=run_pk) if claimed else None
-
-
-def _claim_and_load_statement(
-    *, run_pk: int, token: uuid.UUID, now: datetime
-) -> tuple[Run, int] | None:
-    """The same on PostgreSQL in one statement of constant text (the ORM compiled the
-    update's subqueries and the read's join again for every run: a tenth of a worker's CPU):
-    the claim, the run and its thread as it left them, and the thread's last event id."""
-    running, queued = Run.Status.RUNNING.value, Run.Status.QUEUED.value
-    params: list[Any] = [
-        *(running, now, now, token),
-        *(run_pk, queued, running, queued, Run.Status.PAUSED.value, Run.Status.CANCELLED.value),
-    ]
-    with connection.cursor() as cursor:
-        cursor.execute(_CLAIM_AND_LOAD, params)
-        row = cursor.fetchone()
-    if row is None:
-        return None
-    run_width = len(Run._meta.concrete_fields)
-    run = model_from_row(Run, row[:run_width])
-    Run.thread.field.set_cached_value(run, model_from_row(Thread, row[run_width:-1]))
-    return run, row[-1] or 0
-
-
-_CLAIM_AND_LOAD = (
-    f"WITH claimed AS (UPDATE {Run._meta.db_table} AS r SET status = %s, "
-    # A resumed run keeps when it first started (its journal's start).
-    "started_at = COALESCE(r.started_at, %s), heartbeat_at = %s, claim_token = %s "
-    "WHERE r.id = %s AND r.status = %s AND NOT EXISTS ("
-    # _TURN_TAKEN: another run of the thread holds its turn.
-    f"SELECT 1 FROM {Run._meta.db_table} AS o WHERE o.thread_id = r.thread_id AND ("
-    "o.status = %s OR ((o.jumps_queue > r.jumps_queue OR (o.jumps_queue = r.jumps_queue "
-    "AND o.id < r.id)) AND (o.status IN (%s, %s) OR (o.status = %s "
-    "AND o.started_at IS NULL AND NOT EXISTS ("
-    f"SELECT 1 FROM {RunEvent._meta.db_table} AS e WHERE e.run_id = o.id)))))) "
-    f"RETURNING {columns_sql(Run, 'r')}) "
-    f"SELECT {columns_sql(Run, 'claimed')}, {columns_sql(Thread, 't')}, ("
-    f"SELECT e.id FROM {RunEvent._meta.db_table} AS e WHERE e.thread_id = claimed.thread_id "
-    "ORDER BY e.id DESC LIMIT 1) "
-    f"FROM claimed JOIN {Thread._meta.db_table} AS t ON t.id = claimed.thread_id"
-)
-
-
-def runs_heartbeat(*, claims: list[tuple[int, uuid.UUID]]) -> set[int]:
-    """A worker's jobs are alive: two statements for all the runs they hold, as (run, claim)
-    pairs, whatever their number; the runs that are still their jobs' (a run missing is no
-    longer its job's)."""
-    if not claims:
-        return set()
-    held = Q()
-    for run_pk, claim_token in claims:
-        held |= Q(pk=run_pk, claim_token=claim_token)
-    now = timezone.now()
-    ours = Run.objects.filter(held, status=Run.Status.RUNNING)
-    beaten = set(ours.values_list("pk", flat=True))
-    Run.objects.filter(pk__in=beaten, status=Run.Status.RUNNING).update(heartbeat_at=now)
-    return beaten
 
 
 def run_complete(*, run: Run, claim_token: uuid.UUID) -> bool:
@@ -196,22 +72,34 @@ def run_fail(
     ``stop_job``: the job may still run somewhere (the sweeper found it silent): stop it. A
     queued run is left for its job or the recovery to run."""
     with transaction.atomic():
-        run = Run.objects.select_for_update().filter(pk=run_pk).first()
-        if run is None or run.status != Run.Status.RUNNING:
-            return False  # it ended otherwise; whoever ended it ended its journal
-        if claim_token is not None and run.claim_token != claim_token:
-            return False
-        now = timezone.now()
-        Run.objects.filter(pk=run_pk).update(
-            status=Run.Status.FAILED, error=error[-_MAX_ERROR_CHARS:], finished_at=now
-        )
-        _running_steps_fail(run_pk=run_pk, at=now)
-        run_status_changed_send(run_pk=run_pk, status=Run.Status.FAILED)
+        failed = _fail_mark(run_pk=run_pk, error=error, claim_token=claim_token)
+    if failed is None:
+        return False  # it ended otherwise (whoever ended it ended its journal), or not ours
+    run, now = failed
     _thread_active(thread_id=run.thread_id, at=now)
     if stop_job:
         job_stop(job_id=str(run.task_id), wait=False)
     _run_journal_end(run, code=code, message=message)
     return True
+
+
+def _fail_mark(
+    *, run_pk: int, error: str, claim_token: uuid.UUID | None
+) -> tuple[Run, datetime] | None:
+    """Mark the run failed under its row lock, if it is running (and the job's, when
+    ``claim_token`` is given): the run and when it ended."""
+    run = Run.objects.select_for_update().filter(pk=run_pk).first()
+    if run is None or run.status != Run.Status.RUNNING:
+        return None
+    if claim_token is not None and run.claim_token != claim_token:
+        return None
+    now = timezone.now()
+    Run.objects.filter(pk=run_pk).update(
+        status=Run.Status.FAILED, error=error[-_MAX_ERROR_CHARS:], finished_at=now
+    )
+    _running_steps_fail(run_pk=run_pk, at=now)
+    run_status_changed_send(run_pk=run_pk, status=Run.Status.FAILED)
+    return run, now
 
 
 def run_cancel(*, run: Run) -> Run:
@@ -301,23 +189,8 @@ def run_resume(*, run: Run, steps: int | None = None) -> Run:
     again."""
     with transaction.atomic():
         locked = Run.objects.select_for_update().get(pk=run.pk)
-        changes: dict[str, Any] = {"pause_requested": False}
-        if (
-            steps is not None
-            and locked.step_budget is not None
-            and locked.status in RUN_ACTIVE_STATUSES
-        ):
-            changes["step_budget"] = locked.step_budget + steps
-        elif not (
-            locked.status == Run.Status.PAUSED
-            or (locked.status == Run.Status.RUNNING and locked.pause_requested)
-        ):
-            raise RunNotPaused()
-        queued = locked.status == Run.Status.PAUSED
-        if queued:
-            changes["status"] = Run.Status.QUEUED
-        if queued or locked.pause_requested:
-            changes["resumed_at"] = timezone.now()
+        changes = _resume_changes(locked, steps=steps)
+        queued = changes.get("status") == Run.Status.QUEUED
         Run.objects.filter(pk=run.pk).update(**changes)
         if queued:
             run_status_changed_send(run_pk=run.pk, status=Run.Status.QUEUED)
@@ -325,6 +198,28 @@ def run_resume(*, run: Run, steps: int | None = None) -> Run:
         run_dispatch_next(thread_id=run.thread_id)
     run.refresh_from_db()
     return run
+
+
+def _resume_changes(locked: Run, *, steps: int | None) -> dict[str, Any]:
+    """What resuming the run (read under its row lock) changes; ``RunNotPaused`` when it
+    is neither paused, nor being paused, nor stepped through."""
+    changes: dict[str, Any] = {"pause_requested": False}
+    if (
+        steps is not None
+        and locked.step_budget is not None
+        and locked.status in RUN_ACTIVE_STATUSES
+    ):
+        changes["step_budget"] = locked.step_budget + steps
+    elif not (
+        locked.status == Run.Status.PAUSED
+        or (locked.status == Run.Status.RUNNING and locked.pause_requested)
+    ):
+        raise RunNotPaused()
+    if locked.status == Run.Status.PAUSED:
+        changes["status"] = Run.Status.QUEUED
+    if locked.status == Run.Status.PAUSED or locked.pause_requested:
+        changes["resumed_at"] = timezone.now()
+    return changes
 
 
 def run_park(*, run: Run, claim_token: uuid.UUID, checkpoint: dict[str, Any], done: int) -> bool:
@@ -374,36 +269,11 @@ def run_dispatch_next(*, thread_id: uuid.UUID) -> bool:
     """The thread's turn passes on: runs cancelled while queued whose turn it is get their
     journal, and the next queued run's job is enqueued (it may have found it not its turn).
     One query when nothing waits. Returns whether a job was enqueued."""
-    head = _line_head(thread_id=thread_id)
+    head = line_head(thread_id=thread_id)
     if head is not None and head.status == Run.Status.CANCELLED:
         _ended_unstarted_journals_write(thread_id=thread_id)
-        head = _line_head(thread_id=thread_id)
+        head = line_head(thread_id=thread_id)
     return head is not None and head.status == Run.Status.QUEUED and run_enqueue_if_idle(run=head)
-
-
-def _line_head(*, thread_id: uuid.UUID) -> Run | None:
-    """The first of the thread's runs in line (``LINE_ORDER``) still holding its place:
-    running, queued, or cancelled while queued with its journal not written yet. On
-    PostgreSQL a statement of constant text (every run's job asks it as it ends)."""
-    if connection.vendor != "postgresql":
-        return (
-            Run.objects.filter(thread_id=thread_id)
-            .filter(Q(status__in=RUN_ACTIVE_STATUSES) | _ENDED_UNSTARTED)
-            .order_by(*LINE_ORDER)
-            .first()
-        )
-    with connection.cursor() as cursor:
-        cursor.execute(_LINE_HEAD, [thread_id, *RUN_ACTIVE_STATUSES, Run.Status.CANCELLED])
-        row = cursor.fetchone()
-    return None if row is None else model_from_row(Run, row)
-
-
-_LINE_HEAD = (
-    f"SELECT {columns_sql(Run, 'r')} FROM {Run._meta.db_table} AS r WHERE r.thread_id = %s "
-    "AND (r.status IN (%s, %s, %s) OR (r.status = %s AND r.started_at IS NULL AND NOT EXISTS ("
-    f"SELECT 1 FROM {RunEvent._meta.db_table} AS e WHERE e.run_id = r.id))) "
-    "ORDER BY r.jumps_queue DESC, r.id LIMIT 1"
-)
 
 
 def _ended_unstarted_journals_write(*, thread_id: uuid.UUID) -> None:
@@ -414,7 +284,7 @@ def _ended_unstarted_journals_write(*, thread_id: uuid.UUID) -> None:
         with transaction.atomic():
             if not Thread.objects.select_for_update().filter(pk=thread_id).exists():
                 return
-            head = _line_head(thread_id=thread_id)
+            head = line_head(thread_id=thread_id)
             if head is None or head.status in RUN_ACTIVE_STATUSES:
                 return
             _run_journal_end(head, code=RUN_CANCELLED_CODE, message=RUN_CANCELLED_MESSAGE)
@@ -432,6 +302,21 @@ def runs_recover() -> tuple[int, int]:
     Workers run this when they start and every ``AGENT_RUN_SWEEP_SECONDS``. Returns
     (failed, enqueued).
     """
+    failed = _lost_runs_fail()
+    waiting = (
+        Run.objects.filter(ENDED_UNSTARTED)
+        .exclude(thread__runs__status=Run.Status.RUNNING)
+        .values_list("thread_id", flat=True)
+        .distinct()
+    )
+    for thread_id in list(waiting):
+        _ended_unstarted_journals_write(thread_id=thread_id)
+    return failed, runs_enqueue_if_idle(runs=runs_next_queued_of_idle_threads())
+
+
+def _lost_runs_fail() -> int:
+    """Fail the running runs whose worker is silent or whose job overran (``worker_lost``),
+    passing their threads' turns to runs cancelled while queued; how many were failed."""
     now = timezone.now()
     silent = now - timedelta(seconds=settings.AGENT_RUN_STALE_SECONDS)
     overdue = now - timedelta(seconds=settings.AGENT_RUN_JOB_TIMEOUT + 60)
@@ -446,12 +331,4 @@ def runs_recover() -> tuple[int, int]:
         if run_fail(run_pk=run_pk, error=error, code="worker_lost", stop_job=True):
             failed += 1
             _ended_unstarted_journals_write(thread_id=thread_id)
-    waiting = (
-        Run.objects.filter(_ENDED_UNSTARTED)
-        .exclude(thread__runs__status=Run.Status.RUNNING)
-        .values_list("thread_id", flat=True)
-        .distinct()
-    )
-    for thread_id in list(waiting):
-        _ended_unstarted_journals_write(thread_id=thread_id)
-    return failed, runs_enqueue_if_idle(runs=runs_next_queued_of_idle_threads())
+    return failed

@@ -26,7 +26,8 @@ from agent_runs.events.emitter import RunEventEmitter
 from agent_runs.events.writer import close_event_connection
 from agent_runs.models import Run, RunEvent
 from agent_runs.runtime.async_bridge import bridge_loop, run_coroutine
-from agent_runs.services.lifecycle import run_claim, run_complete
+from agent_runs.services.lifecycle import run_complete
+from agent_runs.services.run_claim import run_claim
 from tests.conftest import post_run, run_input
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.integration]

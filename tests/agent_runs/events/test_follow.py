@@ -15,7 +15,8 @@ from agent_runs.events.emitter import RunEventEmitter
 from agent_runs.events.follow import Event, thread_events
 from agent_runs.events.reads import event_stream_start
 from agent_runs.models import Run, RunEvent
-from agent_runs.services.lifecycle import run_claim, run_complete
+from agent_runs.services.lifecycle import run_complete
+from agent_runs.services.run_claim import run_claim
 from tests.conftest import post_run, run_input
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.integration]

@@ -24,12 +24,8 @@ from django.utils import timezone
 from agent_runs.errors import RunNoLongerRunning
 from agent_runs.events.emitter import RunEventEmitter
 from agent_runs.models import Message, Run, RunEvent
-from agent_runs.services.lifecycle import (
-    run_claim,
-    run_complete,
-    run_dispatch_next,
-    runs_recover,
-)
+from agent_runs.services.lifecycle import run_complete, run_dispatch_next, runs_recover
+from agent_runs.services.run_claim import run_claim
 from tests.agent_runs.sse import read_sse
 from tests.conftest import post_run, run_input, start_worker, stop_process, wait_for, work_burst
 from tests.fake_llm import FakeOpenAI

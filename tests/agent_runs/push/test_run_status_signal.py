@@ -10,7 +10,8 @@ from django.db import transaction
 from agent_runs.models import PushConfig, PushDelivery, Run, Thread
 from agent_runs.push.selectors import push_configs_for_run
 from agent_runs.push.services import push_enqueue
-from agent_runs.services.lifecycle import run_cancel, run_claim, run_complete, run_pause
+from agent_runs.services.lifecycle import run_cancel, run_complete, run_pause
+from agent_runs.services.run_claim import run_claim
 from agent_runs.signals import run_status_changed, run_status_receivers_connect
 from tests.conftest import post_run, run_input
 

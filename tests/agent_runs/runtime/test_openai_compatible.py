@@ -11,7 +11,7 @@ from agentscope.credential import DeepSeekCredential
 from agentscope.message import TextBlock, ThinkingBlock, ToolCallBlock
 from agentscope.model import DeepSeekChatModel
 
-from agent_runs.runtime import openai_compatible
+from agent_runs.runtime import provider_errors
 from agent_runs.runtime.agents import conversation
 from agent_runs.runtime.chat_models import UsageLog, chat_model_for
 from agent_runs.runtime.openai_compatible import provider_client, provider_clients_close
@@ -175,10 +175,10 @@ async def read_call(model: Any, **kwargs: Any) -> list[Any]:
 @pytest.mark.parametrize(
     ("status", "error", "requests"),
     [
-        (500, openai_compatible.InternalServerError, 2),  # the call and one retry
-        (429, openai_compatible.RateLimitError, 2),
-        (400, openai_compatible.BadRequestError, 1),  # not transient: no retry
-        (401, openai_compatible.AuthenticationError, 1),
+        (500, provider_errors.InternalServerError, 2),  # the call and one retry
+        (429, provider_errors.RateLimitError, 2),
+        (400, provider_errors.BadRequestError, 1),  # not transient: no retry
+        (401, provider_errors.AuthenticationError, 1),
     ],
 )
 def test_an_error_answer_raises_its_status_error_after_the_retries_of_transient_ones(
@@ -198,7 +198,7 @@ def test_a_provider_it_cannot_reach_is_a_connection_error(settings):
     settings.DEEPSEEK_API_KEY = "sk"
     settings.DEEPSEEK_BASE_URL = base_url
     settings.AGENT_MODEL_MAX_RETRIES = 0
-    with pytest.raises(openai_compatible.ProviderConnectionError):
+    with pytest.raises(provider_errors.ProviderConnectionError):
         run(read_call(chat_model_for("deepseek/deepseek-chat")))
 
 

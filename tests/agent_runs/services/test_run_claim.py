@@ -13,9 +13,9 @@ from django.db import connection
 from agent_runs.errors import RunNoLongerRunning
 from agent_runs.models import Message, Run, RunEvent, Thread, Visibility
 from agent_runs.selectors.runs import run_for_execution
-from agent_runs.services import lifecycle
-from agent_runs.services.lifecycle import run_claim_and_load
+from agent_runs.services import thread_line
 from agent_runs.services.messages import StageAnswer, ToolResult, run_stage_messages_store
+from agent_runs.services.run_claim import run_claim_and_load
 
 pytestmark = pytest.mark.django_db
 
@@ -85,7 +85,7 @@ def test_the_statement_claims_exactly_when_the_orm_would(thread, before, claimab
     # The ORM's rule, asked first without changing anything.
     orm_would = (
         Run.objects.filter(pk=run.pk, status=Run.Status.QUEUED)
-        .filter(~lifecycle._TURN_TAKEN)
+        .filter(~thread_line.TURN_TAKEN)
         .exists()
     )
 

@@ -8,7 +8,8 @@ import pytest
 from rq.job import Job, JobStatus
 
 from agent_runs.models import Run, RunEvent, Step
-from agent_runs.services.lifecycle import run_claim, run_park
+from agent_runs.services.lifecycle import run_park
+from agent_runs.services.run_claim import run_claim
 from tests.conftest import send, start_worker, stop_process, wait_for
 from tests.fake_llm import FakeOpenAI
 
