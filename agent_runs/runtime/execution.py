@@ -113,11 +113,13 @@ async def _run_job(run: Run, emitter: RunEventEmitter, opening: Opening | Except
             logger.info("run %s: its job was stopped", run.pk)
             raise
         code, error = _CANCEL_ENDINGS[ending]
+        await _usage_settle(opening)
         await _run_fail(run, emitter, token=token, code=code, error=error)
         raise
     except Exception as exc:
         logger.exception("run %s failed", run.pk)
         code = error_code(exc)
+        await _usage_settle(opening)  # before its RUN_ERROR, which reports it
         return await _run_fail(
             run,
             emitter,
@@ -128,9 +130,14 @@ async def _run_job(run: Run, emitter: RunEventEmitter, opening: Opening | Except
         )
     finally:
         await emitter.settle_async()  # the job's writes are all made when it ends
-        if isinstance(opening, Opening):
-            await opening.turn.usage.settle()
+        await _usage_settle(opening)
         await db_retried(run_dispatch_next, thread_id=run.thread_id)
+
+
+async def _usage_settle(opening: Opening | Exception) -> None:
+    """Record the usage of the job's model calls that no write of it recorded."""
+    if isinstance(opening, Opening):
+        await opening.turn.usage.settle()
 
 
 # The RUN_ERROR code and the error kept for staff of a run whose job was cancelled other
@@ -216,15 +223,16 @@ async def _stage_run(
 
 
 def _run_finish(run: Run, turn: RunTurn) -> None:
-    """The run completed: its last stage's step ended, its ``RUN_FINISHED`` written, the
-    run marked completed and its last model calls' usage recorded, in one transaction."""
+    """The run completed: its last model calls' usage recorded (before its terminal event:
+    the usage a run's end reports is what was recorded by then), its last stage's step
+    ended, its ``RUN_FINISHED`` written and the run marked completed, in one transaction."""
     with transaction.atomic():
         thread_lock_for_job(thread_id=run.thread_id)
+        turn.usage.store_kept()
         turn.step_closing()
         turn.emitter.emit(RunFinishedEvent(thread_id=str(run.thread_id), run_id=run.run_id))
         if not run_complete(run=run, claim_token=turn.claim_token):
             raise RunNoLongerRunning(run.pk)
-        turn.usage.store_kept()
 
 
 async def _park_if_asked(turn: RunTurn, checkpoint: Checkpoint, *, done: int) -> bool:
