@@ -194,16 +194,7 @@ def _approvals_answer(request: Request, body: ResponseCreate) -> tuple[Run, int]
     No rule of turns: an answer that comes second finds its requests closed, the conflict
     it is told, not a fork."""
     previous = _response_run(request, str(body.previous_response_id), param="previous_response_id")
-    asked = response_approval_ids(run=previous)
-    params = {
-        item.approval_request_id: f"input[{index}].approval_request_id"
-        for index, item in enumerate(body.approvals)
-    }
-    for approval_request_id, param in params.items():
-        if approval_request_id not in asked:
-            raise ApprovalRequestNotFound(
-                approval_request_id, response_id=previous.run_id, param=param
-            )
+    params = _approval_params(body, previous)
     after_id = thread_last_event_id(thread_id=previous.thread_id)
     try:
         run = run_create(
@@ -237,6 +228,22 @@ def _approvals_answer(request: Request, body: ResponseCreate) -> tuple[Run, int]
     except ResumePayloadInvalid as exc:
         raise ResponsesError(str(exc), param="input", code="invalid_value") from None
     return run, after_id
+
+
+def _approval_params(body: ResponseCreate, previous: Run) -> dict[str, str]:
+    """Where each answered approval request is in the body (its ``param``), each checked to
+    be one that ``previous`` asked."""
+    asked = response_approval_ids(run=previous)
+    params = {
+        item.approval_request_id: f"input[{index}].approval_request_id"
+        for index, item in enumerate(body.approvals)
+    }
+    for approval_request_id, param in params.items():
+        if approval_request_id not in asked:
+            raise ApprovalRequestNotFound(
+                approval_request_id, response_id=previous.run_id, param=param
+            )
+    return params
 
 
 class ResponseDetailApi(ResponsesApi):
