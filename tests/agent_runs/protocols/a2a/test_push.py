@@ -85,6 +85,13 @@ def deliveries_done(task_id: str, count: int) -> bool:
     return rows.filter(status=PushDelivery.Status.DELIVERED).count() == count
 
 
+def in_outbox_order(received: list[Any]) -> list[Any]:
+    """The pushes in the order the outbox made them (its rows' creation): a worker sends a
+    task's deliveries as jobs it holds at once, so two may arrive the other way round."""
+    made = dict(PushDelivery.objects.values_list("pk", "created_at"))
+    return sorted(received, key=lambda r: made[uuid.UUID(r.headers["x-push-delivery"])])
+
+
 def test_a_task_s_updates_are_pushed_signed_with_the_client_s_token(pushing_port, alice_token):
     with PushReceiver() as receiver:
 
@@ -100,16 +107,17 @@ def test_a_task_s_updates_are_pushed_signed_with_the_client_s_token(pushing_port
 
     config = PushConfig.objects.get(task_ref=task_id)
     assert (config.config_ref, config.token) == (task_id, "t-1")
-    assert [state_of(r.body) for r in receiver.received] == [
+    received = in_outbox_order(receiver.received)
+    assert [state_of(r.body) for r in received] == [
         "TASK_STATE_WORKING",
         "TASK_STATE_COMPLETED",
     ]
-    for request in receiver.received:
+    for request in received:
         assert request.headers["x-a2a-notification-token"] == "t-1"
         assert push_signature_verify(
             header=request.headers["x-push-signature"], body=request.raw, secret=config.secret
         )
-    working, completed = (r.body for r in receiver.received)
+    working, completed = (r.body for r in received)
     assert working["statusUpdate"]["taskId"] == task_id
     assert completed["task"]["id"] == task_id
     assert completed["task"]["contextId"] == events[0]["task"]["contextId"]
@@ -176,7 +184,7 @@ def test_a_question_is_pushed_as_input_required_and_the_follow_up_to_the_same_co
         task_id = asyncio.run(scenario())
         wait_for(lambda: deliveries_done(task_id, 4), seconds=30)
 
-    bodies = [r.body for r in receiver.received]
+    bodies = [r.body for r in in_outbox_order(receiver.received)]
     assert [state_of(body) for body in bodies] == [
         "TASK_STATE_WORKING",
         "TASK_STATE_INPUT_REQUIRED",
@@ -211,13 +219,13 @@ def test_an_approval_opening_is_pushed_and_its_answer_from_elsewhere_too(
 
         task_id = asyncio.run(scenario())
         wait_for(lambda: deliveries_done(task_id, 2), seconds=30)
-        opened = receiver.received[1].body
+        opened = in_outbox_order(receiver.received)[1].body
         (interrupt,) = interrupts_of(opened["task"]["status"]["message"])
         answered = answer_over_rest(model.port, alice_token, interrupt["id"], {"approved": True})
         assert answered.status_code == 200, answered.text
         wait_for(lambda: deliveries_done(task_id, 4), seconds=30)
 
-    bodies = [r.body for r in receiver.received]
+    bodies = [r.body for r in in_outbox_order(receiver.received)]
     assert [state_of(body) for body in bodies] == [
         "TASK_STATE_WORKING",
         "TASK_STATE_INPUT_REQUIRED",
@@ -255,7 +263,7 @@ def test_an_approval_that_expires_is_pushed_as_the_task_failed(pushing_model, al
         assert interrupts_expire() == 1
         wait_for(lambda: deliveries_done(task_id, 3), seconds=30)
 
-    bodies = [r.body for r in receiver.received]
+    bodies = [r.body for r in in_outbox_order(receiver.received)]
     assert [state_of(body) for body in bodies] == [
         "TASK_STATE_WORKING",
         "TASK_STATE_INPUT_REQUIRED",
