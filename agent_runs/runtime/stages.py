@@ -21,7 +21,6 @@ from agent_runs.runtime.agents import (
     router_decide,
 )
 from agent_runs.runtime.agentscope_events import (
-    RunMappingState,
     reasoning_end_events,
     reasoning_texts,
     tool_results,
@@ -80,12 +79,7 @@ async def memory_stage(turn: RunTurn, output: AgentOutput) -> None:
     run = turn.run
     await turn.step_start(Stage.MEMORY, output.answer)
     started = time.monotonic()
-    state = RunMappingState(
-        thread_id=str(run.thread_id),
-        run_id=run.run_id,
-        stage=Stage.MEMORY,
-        message_id=f"{Stage.MEMORY.value}-{run.run_id}",
-    )
+    state = turn.mapping_state(Stage.MEMORY)
     usage_log = turn.usage_log(Stage.MEMORY)
     config = turn.config(Stage.MEMORY)
     reply = memory_reply(

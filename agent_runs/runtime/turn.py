@@ -166,6 +166,17 @@ class RunTurn:
         self.usage.store_kept()
         budget_check(user_id=self.run.thread.owner_id, limits=self.limits)
 
+    def mapping_state(self, stage: Stage) -> RunMappingState:
+        """How a stage's AgentScope events become AG-UI events: its text is the message
+        ``<stage>-<runId>``."""
+        run = self.run
+        return RunMappingState(
+            thread_id=str(run.thread_id),
+            run_id=run.run_id,
+            stage=stage,
+            message_id=f"{stage.value}-{run.run_id}",
+        )
+
     @property
     def ids(self) -> dict[str, str]:
         return {"threadId": str(self.run.thread_id), "runId": self.run.run_id}

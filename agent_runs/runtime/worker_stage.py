@@ -69,15 +69,9 @@ async def worker_stage(
     run keeps it, the answer as a file artifact); send the answer as a text message whose
     end carries the structured output. ``None`` when the reply stopped on tool calls that
     wait for an answer from outside (``worker_hold``): the run ends there."""
-    run = turn.run
     await turn.step_start(Stage.WORKER, turn.user_message.content)
     started = time.monotonic()
-    state = RunMappingState(
-        thread_id=str(run.thread_id),
-        run_id=run.run_id,
-        stage=Stage.WORKER,
-        message_id=f"{Stage.WORKER.value}-{run.run_id}",
-    )
+    state = turn.mapping_state(Stage.WORKER)
     usage_log = turn.usage_log(Stage.WORKER)
     agent = await _worker_agent(turn, decision, usage_log)
     final = await _worker_answer(turn, agent, state, usage_log)
