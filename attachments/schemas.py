@@ -3,7 +3,7 @@
 from collections.abc import Mapping, Sequence
 from typing import Any, TypedDict
 
-from attachments.models import Attachment
+from agent_runs.ports import StoredImage
 
 
 class UserMessageAttachments(TypedDict):
@@ -14,14 +14,14 @@ class UserMessageAttachments(TypedDict):
     mime_type: str
 
 
-def user_message_attachments(attachment: Attachment) -> UserMessageAttachments:
+def user_message_attachments(attachment: StoredImage) -> UserMessageAttachments:
     return UserMessageAttachments(
         bucket=attachment.bucket, path=attachment.path, mime_type=attachment.mime_type
     )
 
 
 def user_message_attachments_metadata(
-    attachments: Sequence[Attachment],
+    attachments: Sequence[StoredImage],
 ) -> dict[str, UserMessageAttachments | list[UserMessageAttachments]]:
     """The keys a user message's ``metadata`` gets for its images, in block order.
 

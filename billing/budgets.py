@@ -14,21 +14,10 @@ from django.db.models import Count, Q, Sum
 from django.utils import timezone
 
 from agent_runs.selectors.profiles import user_profile_settings, user_timezone
+from agent_runs.usage import Limits
 from billing.errors import BudgetExceeded
 from billing.limits_kept import KEPT_MAX, LIMITS_KEPT_SECONDS, kept
 from billing.models import Budget, UsageRecord
-
-
-@dataclass(frozen=True)
-class Limits:
-    """A user's limits (``None``: no limit of that period)."""
-
-    daily: Decimal | None
-    monthly: Decimal | None
-
-    @property
-    def any(self) -> bool:
-        return self.daily is not None or self.monthly is not None
 
 
 @dataclass(frozen=True)

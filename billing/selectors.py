@@ -14,6 +14,7 @@ from django.db.models import QuerySet, Sum
 from django.db.models.expressions import RawSQL
 
 from agent_runs.models import Run
+from agent_runs.usage import RunModelCalls, RunUsageByModel, format_cost
 from billing.models import ModelDailyUsage, PriceCatalogEntry, UsageRecord, UserDailyUsage
 from billing.pricing import CallUsage, Price, PricedCall, PriceTier, summarise, usage_digest
 from billing.schemas import CostSource, UsageSummary
@@ -162,15 +163,6 @@ def _priced_row(row: tuple[Any, ...]) -> PricedCall:
     )
 
 
-@dataclass(frozen=True)
-class RunUsageByModel:
-    """A run's usage summary for each model it called (in the order of their first call),
-    and for the whole run."""
-
-    models: list[tuple[str, UsageSummary]]
-    run: UsageSummary
-
-
 def run_usage_by_model(*, run_pk: int, recorded_by: datetime) -> RunUsageByModel:
     """The run's usage from the records made by ``recorded_by`` (the time its journal ended,
     so a replay tells what the live stream told), per model and in all."""
@@ -195,15 +187,6 @@ def run_usage_digest(*, run: Run, any_records: bool = True) -> dict[str, Any]:
     if not any_records:
         return usage_digest(summarise([]))
     return usage_digest(run_usage_summary(run=run))
-
-
-@dataclass(frozen=True)
-class RunModelCalls:
-    """A run's model calls (its usage records, in the order they were recorded) and their
-    ``usage_summary`` and cost."""
-
-    records: list[UsageRecord]
-    summary: UsageSummary
 
 
 def run_model_calls(*, run: Run) -> RunModelCalls:
@@ -233,12 +216,6 @@ def usage_cost_display(summary: UsageSummary) -> str:
         )
         return f"unknown: {why} ({source})"
     return f"{format_cost(summary.cost)} {summary.currency} ({source}, {calls} calls)"
-
-
-def format_cost(cost: Decimal) -> str:
-    """A cost without trailing zeros or exponent: ``0.000123``."""
-    text = f"{cost.normalize():f}"
-    return text if text != "-0" else "0"
 
 
 def _priced_call(record: UsageRecord) -> PricedCall:

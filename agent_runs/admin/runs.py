@@ -14,10 +14,10 @@ from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 from django.utils.html import format_html
 
+from agent_runs import ports
 from agent_runs.admin.common import ReadOnlyAdminMixin, shortened
 from agent_runs.models import Interrupt, Message, Run, RunEvent, Thread
 from agent_runs.timeline import InterruptRecord, timeline_build
-from billing import selectors as billing_selectors
 
 
 class MessageInline(ReadOnlyAdminMixin, admin.TabularInline):
@@ -153,7 +153,8 @@ def run_timeline_context(*, run: Run) -> dict[str, Any]:
     """The run page's timeline, its header's usage and its raw events: one query for the
     run's events, one for its model calls, however many there are."""
     events = list(RunEvent.objects.filter(run=run).order_by("id"))
-    model_calls = billing_selectors.run_model_calls(run=run)
+    billing = ports.billing()
+    model_calls = billing.run_model_calls(run=run)
     now = timezone.now()
     timeline = timeline_build(
         events=events,
@@ -169,7 +170,7 @@ def run_timeline_context(*, run: Run) -> dict[str, Any]:
         "timeline": timeline,
         "held_run": run.continues,
         "usage": model_calls.summary,
-        "cost_text": billing_selectors.usage_cost_display(model_calls.summary),
+        "cost_text": billing.usage_cost_display(model_calls.summary),
         "raw_events": _raw_events(events),
     }
 

@@ -43,7 +43,7 @@ from agent_runs.services.lifecycle import (
     run_park,
 )
 from agent_runs.services.steps import thread_lock_for_job
-from billing.errors import BudgetExceeded
+from agent_runs.usage import BudgetExceeded
 
 logger = logging.getLogger(__name__)
 

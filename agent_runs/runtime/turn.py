@@ -27,6 +27,7 @@ from agentscope.tool import ToolBase
 from django.conf import settings
 from django.db import transaction
 
+from agent_runs import ports
 from agent_runs.agent_config import StageConfig, stage_config
 from agent_runs.events.emitter import RunEventEmitter
 from agent_runs.models import Message, Run, Stage, Visibility
@@ -59,8 +60,7 @@ from agent_runs.services.steps import (
     agent_step_start,
     thread_lock_for_job,
 )
-from attachments.selectors import attachment_get_for_user, attachment_read
-from billing.budgets import Limits, budget_check, user_limits
+from agent_runs.usage import Limits
 
 logger = logging.getLogger(__name__)
 
@@ -92,6 +92,8 @@ class RunTurn:
     held: HeldReply | None = None
     # The owner's spending limits, read with the turn.
     limits: Limits = field(default_factory=lambda: Limits(daily=None, monthly=None))
+    # What the turn asks of billing (its usage, its budget), resolved once.
+    billing: ports.Billing = field(default_factory=ports.billing)
     # The tools of the worker's MCP servers, listed when a stage first needs them.
     mcp_tools: list[ToolBase] | None = None
     # The stages the run goes through, in order.
@@ -112,6 +114,7 @@ class RunTurn:
     ) -> "RunTurn":
         """The turn of a run, with what its stages read (from a database thread)."""
         held = held_reply_for(run=run)
+        billing = ports.billing()
         user_message = run_user_message(run_pk=held.user_run_pk if held else run.pk)
         configs: dict[str, StageConfig | Exception] = {}
         for stage in (Stage.ROUTER, Stage.WORKER, Stage.MEMORY):
@@ -133,7 +136,8 @@ class RunTurn:
             ),
             configs=configs,
             held=held,
-            limits=user_limits(user_id=run.thread.owner_id),
+            limits=billing.user_limits(user_id=run.thread.owner_id),
+            billing=billing,
         )
 
     def config(self, stage: str) -> StageConfig:
@@ -164,7 +168,7 @@ class RunTurn:
 
     def _spend_check_here(self) -> None:
         self.usage.store_kept()
-        budget_check(user_id=self.run.thread.owner_id, limits=self.limits)
+        self.billing.budget_check(user_id=self.run.thread.owner_id, limits=self.limits)
 
     def mapping_state(self, stage: Stage) -> RunMappingState:
         """How a stage's AgentScope events become AG-UI events: its text is the message
@@ -383,8 +387,7 @@ class RunTurn:
 
 def attachment_bytes(*, owner: Any, block: dict[str, Any]) -> bytes:
     """The stored image a user message's binary block names (its ``bucket`` and ``path``)."""
-    attachment = attachment_get_for_user(user=owner, bucket=block["bucket"], path=block["path"])
-    return attachment_read(attachment=attachment)
+    return ports.attachments().image_read(user=owner, bucket=block["bucket"], path=block["path"])
 
 
 def token_counts(usage: dict[str, Any]) -> dict[str, Any]:

@@ -12,12 +12,12 @@ from typing import Any
 
 from django.db import DatabaseError, transaction
 
+from agent_runs import ports
 from agent_runs.models import Run
 from agent_runs.runtime import tracing
 from agent_runs.runtime.chat_models import ModelCall, UsageLog
 from agent_runs.runtime.demo_model import DEMO_MODEL_ID
 from agent_runs.runtime.host import db_retried
-from billing import services as billing_services
 
 logger = logging.getLogger(__name__)
 
@@ -85,12 +85,13 @@ def usage_store(run: Run, stage: str, calls: list[ModelCall], trace_parent: Any 
     made too), each atomic on its own (a savepoint in the caller's transaction); how many
     were. With tracing on, each call is a span under ``trace_parent`` (the stage's context),
     with its cost."""
+    usage_record = ports.billing().usage_record  # once a stage: billing records the calls
     recorded = 0
     for call in calls:
         record = None
         if call.model_id != DEMO_MODEL_ID:  # the offline demo model is not billed
             try:
-                record = billing_services.usage_record(
+                record = usage_record(
                     run=run,
                     stage=stage,
                     model_id=call.model_id,

@@ -49,7 +49,6 @@ from agent_runs.services.steps import (
     thread_lock_for_job,
 )
 from agent_runs.ui_schema import ui_schema_compile
-from billing import selectors as billing_selectors
 
 logger = logging.getLogger(__name__)
 
@@ -231,7 +230,7 @@ def _answer_store(
             answer_end_event(
                 output,
                 state,
-                digest=billing_selectors.run_usage_digest(
+                digest=turn.billing.run_usage_digest(
                     run=run, any_records=turn.usage.store_kept() + turn.usage.recorded_calls > 0
                 ),
                 locale=user_locale(user_profile_settings(user_id=run.thread.owner_id)),

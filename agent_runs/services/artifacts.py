@@ -11,9 +11,9 @@ from django.core.files import File
 from django.core.files.base import ContentFile
 from django.db import transaction
 
+from agent_runs import ports
 from agent_runs.errors import ArtifactPathInvalid, ArtifactTooLarge
 from agent_runs.models import Artifact, Run, Step, Thread
-from attachments.services import stored_object_save, stored_objects_delete
 
 # The agent's final answer, kept as a file where the run asks for it (Run.answer_artifact).
 ANSWER_FILE_NAME = "answer.md"
@@ -79,14 +79,17 @@ def _artifact_store(
 ) -> Artifact:
     """The object first, then its row; when the row cannot be written, the object goes."""
     artifact_id = uuid.uuid4()
-    name = stored_object_save(name=f"{_FOLDER}/{owner_id}/{thread_id}/{artifact_id.hex}", file=file)
+    storage = ports.attachments()
+    name = storage.object_save(
+        name=f"{_FOLDER}/{owner_id}/{thread_id}/{artifact_id.hex}", file=file
+    )
     try:
         with transaction.atomic():
             return Artifact.objects.create(
                 id=artifact_id, thread_id=thread_id, step_id=step_id, storage_name=name, **fields
             )
     except BaseException:
-        stored_objects_delete(names=[name])
+        storage.objects_delete(names=[name])
         raise
 
 
@@ -94,7 +97,7 @@ def artifact_delete(*, artifact: Artifact) -> None:
     """Delete the row, then (once that commits) its object."""
     with transaction.atomic():
         Artifact.objects.filter(pk=artifact.pk).delete()
-        stored_objects_delete(names=[artifact.storage_name])
+        ports.attachments().objects_delete(names=[artifact.storage_name])
 
 
 def relative_path_clean(value: str) -> str:

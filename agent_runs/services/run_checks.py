@@ -7,6 +7,7 @@ from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
 
+from agent_runs import ports
 from agent_runs.agent_config import automation_job_get
 from agent_runs.errors import (
     ConversationMessageRepeated,
@@ -15,9 +16,8 @@ from agent_runs.errors import (
 )
 from agent_runs.events.reads import thread_message_ids_known
 from agent_runs.models import Run, Thread
+from agent_runs.ports import StoredImage
 from agent_runs.run_input import RunAgentInput
-from attachments.models import Attachment
-from attachments.selectors import attachment_from_signed_url
 
 
 def conversation_check(
@@ -45,7 +45,7 @@ def conversation_check(
     return set(tool_message_ids) - known
 
 
-def binary_blocks_resolve(*, user: AbstractBaseUser, snapshot: dict[str, Any]) -> list[Attachment]:
+def binary_blocks_resolve(*, user: AbstractBaseUser, snapshot: dict[str, Any]) -> list[StoredImage]:
     """Turn each image's signed URL in the snapshot's user message into its storage place
     (``bucket``, ``path``, the sniffed ``mimeType``), and give the attachments, in order
     (docs/spec/run-agent-input.md, Compatibility Notes). A URL that is not a valid, unexpired
@@ -55,11 +55,12 @@ def binary_blocks_resolve(*, user: AbstractBaseUser, snapshot: dict[str, Any]) -
     content = messages[0].get("content") if messages and messages[0]["role"] == "user" else None
     if not isinstance(content, list):
         return []
-    images: list[Attachment] = []
+    images: list[StoredImage] = []
+    attachments = ports.attachments()
     for index, block in enumerate(content):
         if block.get("type") != "binary":
             continue
-        image = attachment_from_signed_url(user=user, url=block["url"])
+        image = attachments.image_from_signed_url(user=user, url=block["url"])
         images.append(image)
         kept = {key: value for key, value in block.items() if key != "url"}
         content[index] = {

@@ -11,12 +11,14 @@ from django.db import IntegrityError, connection, transaction
 from django.http import Http404
 from django.utils import timezone
 
+from agent_runs import ports
 from agent_runs.agent_config import MCP_TOOL_PREFIX, system_agents
 from agent_runs.errors import (
     RunIdConflict,
     ToolNameTaken,
 )
 from agent_runs.models import Message, MultitaskStrategy, Run, Thread
+from agent_runs.ports import StoredImage
 from agent_runs.run_input import RunAgentInput, snapshot_sha256, user_text
 from agent_runs.services.interrupts import (
     Answers,
@@ -43,9 +45,6 @@ from agent_runs.services.run_turns import (
     turn_rule,
 )
 from agent_runs.tracing import with_trace_context
-from attachments.models import Attachment
-from attachments.schemas import user_message_attachments_metadata
-from billing.budgets import budget_check
 
 logger = logging.getLogger(__name__)
 
@@ -95,7 +94,7 @@ def run_create(
     ``run_turns.multitask_strategy``). ``protocol``: the protocol whose request makes it."""
     options = options or RunOptions()
     strategy = multitask_strategy(multitask, options.turn)
-    budget_check(user_id=user.pk)
+    ports.billing().budget_check(user_id=user.pk)
     if rate_limits_on() and not is_retry(user=user, run_input=run_input):
         run_rate_check(user_id=user.pk, adds_active=not run_input.continues_reply)
     draft = _run_draft(
@@ -125,7 +124,7 @@ class _RunDraft:
     run_input: RunAgentInput
     snapshot: dict[str, Any]
     input_sha256: str
-    images: list[Attachment]
+    images: list[StoredImage]
     automation_job: str
     options: RunOptions
     strategy: MultitaskStrategy
@@ -166,7 +165,7 @@ class _RunDraft:
             metadata={
                 "run_id": run_id,
                 "message_id": message.id,
-                **user_message_attachments_metadata(self.images),
+                **ports.attachments().images_metadata(self.images),
             },
         )
 

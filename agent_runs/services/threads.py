@@ -7,11 +7,10 @@ from typing import Any
 from django.db import transaction
 from redis.exceptions import RedisError
 
+from agent_runs import ports
 from agent_runs.events.emitter import redis_client, stream_key
 from agent_runs.models import RUN_ACTIVE_STATUSES, Artifact, CalendarEvent, Run, Thread
 from agent_runs.services.lifecycle import run_cancel
-from attachments.selectors import attachments_of_thread_only
-from attachments.services import attachments_delete, stored_objects_delete
 
 logger = logging.getLogger(__name__)
 
@@ -48,8 +47,9 @@ def thread_delete(*, thread: Thread) -> None:
 def _thread_with_contents_delete(locked: Thread) -> None:
     """The thread's row and every row it holds, the stored objects only it names (once this
     commits), and its Redis event stream (once this commits)."""
-    attachments_delete(attachments=attachments_of_thread_only(thread=locked))
-    stored_objects_delete(
+    attachments = ports.attachments()
+    attachments.thread_images_delete(thread=locked)
+    attachments.objects_delete(
         names=list(Artifact.objects.filter(thread=locked).values_list("storage_name", flat=True))
     )
     CalendarEvent.objects.filter(run__thread=locked).delete()

@@ -6,7 +6,7 @@ from typing import Any
 from agent_runs.events.reads import run_event_payloads
 from agent_runs.models import RUN_ACTIVE_STATUSES, Run
 from agent_runs.protocols.agent_api.outbound import ResponseFacts, response_current
-from billing.selectors import run_usage_summary
+from agent_runs.selectors.usage import run_usage_summary
 
 # How this protocol marks the runs it creates in ``Run.request`` (``Run.protocol`` too).
 PROTOCOL = "agent_api"

@@ -14,9 +14,9 @@ message and its span, a text message, a step: a run may not finish with them ope
 ``RUN_ERROR`` is a failure only. Its terminal event carries the run's ``usage`` (one
 ``TokenUsage`` a model it called) and, in its ``metadata``, its ``cost`` (a decimal string, or
 ``null`` when unknown), ``currency`` and ``costSource``, from the usage records made by the
-time the journal ended (``prepare``). A function of the run's events from its
-``RUN_STARTED``, where the stream starts, and of those records: a replay is what the live
-stream sent. The ``/runs`` endpoints send the spec's shape as it stands.
+time the journal ended (``ClientEvents.usage``, which the stream reads, stream.py). A function
+of the run's events from its ``RUN_STARTED``, where the stream starts, and of those records:
+a replay is what the live stream sent. The ``/runs`` endpoints send the spec's shape as it stands.
 """
 
 from functools import cache
@@ -25,11 +25,9 @@ from typing import Any
 import ag_ui.core
 from ag_ui.core import PROTOCOL_VERSION, BaseEvent, EventType, TokenUsage
 
-from agent_runs.db import db_call
-from agent_runs.events.codec import RUN_INTERRUPTED_EVENT, TERMINAL_TYPES, Event
+from agent_runs.events.codec import RUN_INTERRUPTED_EVENT, Event
 from agent_runs.services.lifecycle import RUN_CANCELLED_CODE
-from billing.schemas import UsageSummary
-from billing.selectors import RunUsageByModel, format_cost, run_usage_by_model
+from agent_runs.usage import RunUsageByModel, UsageSummary, format_cost
 
 
 @cache
@@ -68,23 +66,15 @@ ClientEvent = tuple[int, dict[str, Any]]
 
 class ClientEvents:
     """One stream's translation: each journal event of a run as the events an AG-UI 1.0
-    client takes (``agui_client_event`` each), knowing what the run has left open; the run's
-    usage is read before its terminal event is translated (``prepare``)."""
+    client takes (``agui_client_event`` each), knowing what the run has left open. Pure:
+    the run's usage, which its terminal event carries, is given (``usage``) before that event
+    is translated (by the stream, which reads it)."""
 
-    def __init__(self, *, run_pk: int | None = None, run_input: dict[str, Any] | None = None):
+    def __init__(self, *, run_input: dict[str, Any] | None = None):
         self._open: dict[str, list[Any]] = {what: [] for *_, what in _SPANS}
-        self._run_pk = run_pk
         self._input = run_input
-        self._usage: RunUsageByModel | None = None
+        self.usage: RunUsageByModel | None = None
         self._outcome: dict[str, Any] = {"type": "success"}
-
-    async def prepare(self, batch: list[Event]) -> None:
-        """Read the run's usage when ``batch`` holds its terminal event."""
-        ended = next((event for event in batch if event.type in TERMINAL_TYPES), None)
-        if ended is not None and self._run_pk is not None:
-            self._usage = await db_call(
-                run_usage_by_model, run_pk=self._run_pk, recorded_by=ended.at
-            )
 
     # The journal's stream ends the run's stream (``thread_events``), not the translation.
     ended = False
@@ -118,10 +108,10 @@ class ClientEvents:
 
     def _with_usage(self, event: dict[str, Any]) -> dict[str, Any]:
         """A terminal event with the run's usage and, in its metadata, its cost."""
-        if self._usage is None:
+        if self.usage is None:
             return event
-        usage = [_token_usage(model_id, summary) for model_id, summary in self._usage.models]
-        run = self._usage.run
+        usage = [_token_usage(model_id, summary) for model_id, summary in self.usage.models]
+        run = self.usage.run
         cost = {
             "cost": None if run.cost is None else format_cost(run.cost),
             "currency": run.currency,

@@ -9,8 +9,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from agent_runs.models import Interrupt, Run, Thread
-from billing.schemas import CostSource, UsageSummary
-from billing.selectors import format_cost
+from agent_runs.usage import CostSource, UsageSummary, format_cost
 
 
 class LatestRunSerializer(serializers.Serializer):

@@ -19,9 +19,11 @@ from urllib.parse import parse_qs
 
 from channels.generic.http import AsyncHttpConsumer
 
-from agent_runs.api.journal import journal_stream
+from agent_runs import ports
+from agent_runs.api.journal import Event, journal_stream
 from agent_runs.api.sse import retry_frame, sse_frame
 from agent_runs.db import db_call
+from agent_runs.events.codec import TERMINAL_TYPES
 from agent_runs.events.reads import EventStreamStart, event_stream_start
 from agent_runs.models import Run
 from agent_runs.protocols.agui.errors import NOT_AUTHENTICATED, error_parts
@@ -47,12 +49,13 @@ async def run_event_stream(
     first, its iterator is closed early, and the run is cancelled unless
     ``cancel_on_disconnect`` is off: for AG-UI's ``HttpAgent`` aborting the request is the
     only way to stop a run."""
+    client_form = None if translate is None else ClientForm(translate, run_pk=run.pk)
     body = journal_stream(
         thread_id=run.thread_id,
         start=start,
-        translator=translate,
+        translator=client_form,
         frame=_client_frame,
-        prepare=translate.prepare if translate is not None else None,
+        prepare=client_form.prepare if client_form is not None else None,
         head=retry_frame(),
     )
     try:
@@ -66,6 +69,28 @@ async def run_event_stream(
         raise
     finally:
         await body.aclose()
+
+
+class ClientForm:
+    """The edge kit's ``Translator`` over a run's ``ClientEvents``: the run's usage, read
+    once its terminal event is written (``prepare``), given to the pure translator before it
+    translates that event."""
+
+    ended = False  # the journal's stream ends the run's stream, not the translation
+
+    def __init__(self, events: ClientEvents, *, run_pk: int) -> None:
+        self.events = events
+        self._run_pk = run_pk
+
+    async def prepare(self, batch: list[Event]) -> None:
+        ended = next((event for event in batch if event.type in TERMINAL_TYPES), None)
+        if ended is not None:
+            self.events.usage = await db_call(
+                ports.billing().run_usage_by_model, run_pk=self._run_pk, recorded_by=ended.at
+            )
+
+    def translate(self, event: Event) -> list[ClientEvent]:
+        return self.events.translate(event)
 
 
 def _client_frame(sent: ClientEvent) -> bytes:

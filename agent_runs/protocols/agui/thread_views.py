@@ -55,9 +55,9 @@ from agent_runs.selectors.threads import (
     thread_detail_get_for_user,
     threads_page_for_user,
 )
+from agent_runs.selectors.usage import run_usage_summary
 from agent_runs.services.interrupts import interrupt_answer
 from agent_runs.services.threads import thread_delete
-from billing.selectors import run_usage_summary
 
 _PAGE_ERRORS = error_responses(400, 401, e400="A limit or cursor this API cannot read")
 _STATUSES = ", ".join(Interrupt.Status.values)

@@ -92,9 +92,7 @@ class _RunStartApi(APIView):
             run=run,
             start=start,
             cancel_on_disconnect=cancel_on_disconnect,
-            translate=ClientEvents(run_pk=run.pk, run_input=run.input)
-            if self.client_form
-            else None,
+            translate=ClientEvents(run_input=run.input) if self.client_form else None,
         )
         return sse_response(events)
 

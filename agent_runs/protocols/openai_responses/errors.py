@@ -170,7 +170,7 @@ def error_answer(exc: DomainError) -> tuple[int, dict[str, Any]]:
     return exc.status, body
 
 
-_BUDGET_EXCEEDED = "budget_exceeded"  # billing.errors.BudgetExceeded's code
+_BUDGET_EXCEEDED = "budget_exceeded"  # agent_runs.usage.BudgetExceeded's code
 _QUOTA = "insufficient_quota"
 
 

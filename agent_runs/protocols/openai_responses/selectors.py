@@ -8,7 +8,7 @@ from typing import Any
 from agent_runs.events.reads import run_event_payloads
 from agent_runs.models import RUN_ENDED_STATUSES, Interrupt, Run
 from agent_runs.protocols.openai_responses.outbound import response_of_journal, usage_object
-from billing.selectors import run_usage_summary
+from agent_runs.selectors.usage import run_usage_summary
 
 
 def response_approval_ids(*, run: Run) -> set[str]:

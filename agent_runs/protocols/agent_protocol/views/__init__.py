@@ -10,6 +10,7 @@ from django.db.models import QuerySet
 from django.http import FileResponse
 from rest_framework.request import Request
 
+from agent_runs import ports
 from agent_runs.api.json_input import JsonBodyParser
 from agent_runs.api.views import ProtocolView
 from agent_runs.authentication import request_user
@@ -19,7 +20,6 @@ from agent_runs.protocols.agent_protocol.inbound import page_query, uuid_or_404
 from agent_runs.protocols.agent_protocol.selectors import TaskStep, task_get, task_step_get
 from agent_runs.selectors.steps import NumberedPage, numbered_page
 from agent_runs.services.artifacts import artifact_upload
-from attachments.selectors import stored_object_open
 
 __all__ = [
     "AgentProtocolApi",
@@ -61,7 +61,7 @@ def artifact_file_response(artifact: Artifact, *, content_type: str | None = Non
     """The stored file, streamed: ``Content-Type``, ``Content-Disposition: attachment`` with
     its name, ``Content-Length``."""
     response = FileResponse(
-        stored_object_open(name=artifact.storage_name),
+        ports.attachments().object_open(name=artifact.storage_name),
         as_attachment=True,
         filename=artifact.file_name,
         content_type=content_type or artifact.mime_type,

@@ -14,6 +14,7 @@ from asgiref.sync import async_to_sync
 from agent_runs.events.codec import Event
 from agent_runs.models import Message, Run, RunEvent, Thread
 from agent_runs.protocols.agui.outbound import ClientEvents
+from agent_runs.protocols.agui.stream import ClientForm
 from agent_runs.services.lifecycle import run_cancel
 from billing.models import UsageRecord
 from billing.selectors import format_cost, run_usage_summary
@@ -68,9 +69,9 @@ def client_stream(run_id: str) -> list[tuple[str, dict[str, Any]]]:
         for row in RunEvent.objects.filter(run=run).order_by("pk")
         for at in [row.created_at]
     ]
-    translate = ClientEvents(run_pk=run.pk, run_input=run.input)
-    async_to_sync(translate.prepare)(events)
-    return [(str(event.id), sent) for event in events for sent in translate(event.payload)]
+    client_form = ClientForm(ClientEvents(run_input=run.input), run_pk=run.pk)
+    async_to_sync(client_form.prepare)(events)
+    return [(str(event.id), sent) for event in events for sent in client_form.events(event.payload)]
 
 
 def sent(stream: SseStream) -> list[tuple[str, dict[str, Any]]]:

@@ -11,6 +11,9 @@ chunk per token. No database, no Redis.
 ``--usage-calls N`` then times N ``usage_record`` calls (a model call's usage row and its
 daily totals, priced from the catalog) on the database: process CPU, wall time and
 statements per call, for a throwaway user, run and price entry removed afterwards.
+
+It spans the worker's runtime and billing, so it lives above both, in ``ops`` (the run core
+never imports billing: agent_runs/ports.py).
 """
 
 import subprocess
