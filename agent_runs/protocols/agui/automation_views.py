@@ -12,9 +12,9 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agent_runs.agent_config import system_agents
+from agent_runs.api.authentication import request_user
 from agent_runs.api.json_input import NOT_BLANK_PATTERN, JsonBodyParser
 from agent_runs.api.openapi import error_responses
-from agent_runs.authentication import request_user
 from agent_runs.errors import AutomationJobInvalid
 from agent_runs.models import AutomationJob, MultitaskStrategy, Run, Stage
 from agent_runs.protocols.agui.openapi import page_parameters

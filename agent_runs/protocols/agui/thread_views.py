@@ -11,9 +11,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from agent_runs.api.authentication import request_user
 from agent_runs.api.json_input import JsonBodyParser
 from agent_runs.api.openapi import error_responses
-from agent_runs.authentication import request_user
 from agent_runs.models import Interrupt
 from agent_runs.protocols.agui.inbound import run_id_or_404, thread_id_or_404
 from agent_runs.protocols.agui.openapi import THREAD_ID_QUERY, page_parameters

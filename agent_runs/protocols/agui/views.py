@@ -12,9 +12,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from agent_runs.api.authentication import stream_token_issue
 from agent_runs.api.json_input import MalformedJson
 from agent_runs.api.sse import sse_response
-from agent_runs.authentication import stream_token_issue
 from agent_runs.errors import OnDisconnectInvalid, RunPayloadTooLarge
 from agent_runs.events.reads import event_stream_start
 from agent_runs.models import Run
