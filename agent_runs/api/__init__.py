@@ -2,6 +2,8 @@
 and ``attachments`` views are built on. docs/adding-a-protocol.md walks through it.
 
 - ``json_input``: the JSON body reader, refusing what PostgreSQL could not store;
+- ``ids``: ids read from a URL or a query (a threadId, a runId), a 404 when no row can
+  have them;
 - ``awaited``: answers that wait on a run without holding a request thread;
 - ``sse``: the one SSE frame writer, and the ``text/event-stream`` response;
 - ``journal``: the one loop "follow the journal, translate, frame, keep alive", and the
