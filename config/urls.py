@@ -26,9 +26,10 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     # The AgentScope Agent API, before the AG-UI routes it shares a prefix with.
     path("api/v1/agent/", include("agent_runs.protocols.agent_api.urls")),
-    # AG-UI: runs, the conversation endpoint, threads, interrupts, API keys, automations.
+    # AG-UI: runs, the conversation endpoint, the capabilities, cancel, stream tokens.
     path("api/v1/agent/", include("agent_runs.protocols.agui.urls")),
-    path("api/v1/agent/", include("agent_runs.protocols.agui.thread_urls")),
+    # The service's own REST resources: threads and runs, interrupts, API keys, automations.
+    path("api/v1/agent/", include("agent_runs.resources.urls")),
     path("api/v1/agent/history", include("history.urls")),
     path("api/v1/agent/", include("attachments.urls")),
     path("api/v1/agent/", include("billing.urls")),

@@ -20,10 +20,11 @@ APPS = ("agent_runs", "history", "attachments", "billing", "config", "console", 
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("config",),
     ("console", "ops", "history", "agent_runs.management", "agent_runs.admin"),
-    # The HTTP edges: the protocols, the edge kit they (and the other apps' views) use, the
-    # worker side.
+    # The HTTP edges: the protocols, the service's own REST resources, the edge kit they (and
+    # the other apps' views) use, the worker side.
     (
         "agent_runs.protocols",
+        "agent_runs.resources",
         "agent_runs.api",
         "agent_runs.runtime",
         "attachments.views",

@@ -64,9 +64,9 @@ def error_responses(*statuses: int, **descriptions: str) -> dict[int, OpenApiRes
 
 
 class BearerTokenScheme(OpenApiAuthenticationExtension):
-    """``Authorization: Bearer <token>`` (agent_runs/authentication.py)."""
+    """``Authorization: Bearer <token>`` (authentication.py)."""
 
-    target_class = "agent_runs.authentication.BearerTokenAuthentication"
+    target_class = "agent_runs.api.authentication.BearerTokenAuthentication"
     name = "bearerAuth"
 
     def get_security_definition(self, auto_schema: Any) -> dict[str, Any]:
@@ -77,7 +77,7 @@ class BearerTokenScheme(OpenApiAuthenticationExtension):
         }
 
 
-# The API keys' scopes (agent_runs/authentication.py, ApiKeyScopes) ---------------------------
+# The API keys' scopes (authentication.py, ApiKeyScopes) ---------------------------
 
 LACKS_WRITE = "An API key without the `write` scope"
 # The operations other than GETs that a key with only the read scope may call.

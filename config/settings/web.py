@@ -8,12 +8,12 @@ CONSOLE_DEMO_USERNAME = env_str("CONSOLE_DEMO_USERNAME", "demo")
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "agent_runs.authentication.BearerTokenAuthentication",
+        "agent_runs.api.authentication.BearerTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": [
         "rest_framework.permissions.IsAuthenticated",
-        "agent_runs.authentication.ApiKeyScopes",
+        "agent_runs.api.authentication.ApiKeyScopes",
     ],
     "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],

@@ -38,10 +38,10 @@ from schemathesis.specs.openapi.checks import positive_data_acceptance
 from schemathesis.specs.openapi.formats import unregister_string_format
 
 from agent_runs.models import AutomationJob, Run
-from agent_runs.protocols.agui.automation_views import CRON_FORMAT
 from agent_runs.protocols.agui.inbound import MAX_USER_TEXT_CHARS
 from agent_runs.protocols.agui.run_input_schema import ATTACHMENT_URL_FORMAT, AUTOMATION_JOB_FORMAT
 from agent_runs.protocols.openai_responses.inbound import MAX_INPUT_CHARS
+from agent_runs.resources.views.automations import CRON_FORMAT
 from agent_runs.services.lifecycle import run_cancel
 from attachments.images import IMAGE_KINDS
 from tests.attachments.images import image_bytes

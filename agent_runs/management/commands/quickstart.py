@@ -30,8 +30,7 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from agent_runs.authentication import api_token_get
-from agent_runs.services.tokens import api_token_create
+from agent_runs.services.tokens import api_token_create, api_token_get
 
 _STOP_GRACE_SECONDS = 10
 # How long daphne and the worker may take to pass /readyz (imports, migrations done before).

@@ -21,8 +21,8 @@ from google.protobuf.json_format import MessageToDict
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from agent_runs.api.authentication import request_user
 from agent_runs.api.awaited import awaited_response, run_end_answer
-from agent_runs.authentication import request_user
 from agent_runs.errors import ThreadBusy, TurnRefused
 from agent_runs.events.reads import thread_last_event_id
 from agent_runs.models import Run

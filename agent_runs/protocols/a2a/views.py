@@ -43,9 +43,9 @@ from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from agent_runs.api.authentication import api_key_scope_require, request_user
 from agent_runs.api.json_input import JsonBodyParser
 from agent_runs.api.views import ProtocolView
-from agent_runs.authentication import api_key_scope_require, request_user
 from agent_runs.errors import (
     DomainError,
     InterruptClosed,

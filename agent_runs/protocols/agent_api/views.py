@@ -17,10 +17,10 @@ from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from agent_runs.api.authentication import request_user
 from agent_runs.api.awaited import awaited_response, run_end_answer
 from agent_runs.api.sse import sse_response
 from agent_runs.api.views import ProtocolView
-from agent_runs.authentication import request_user
 from agent_runs.events.reads import event_stream_start, thread_last_event_id
 from agent_runs.models import Run
 from agent_runs.protocols.agent_api.errors import BodyInvalid, render

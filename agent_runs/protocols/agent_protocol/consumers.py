@@ -23,7 +23,7 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
 from django.utils import timezone
 
-from agent_runs.authentication import bearer_key, stream_token_grant
+from agent_runs.api.authentication import bearer_key, stream_token_grant
 from agent_runs.db import db_call
 from agent_runs.events.reads import run_start_of_event
 from agent_runs.models import Thread

@@ -3,7 +3,7 @@ Events), served by a Channels consumer."""
 
 from django.urls import path
 
-from agent_runs.authentication import ScopeAuthMiddleware
+from agent_runs.api.authentication import ScopeAuthMiddleware
 from agent_runs.protocols.agent_protocol.consumers import TaskEventsConsumer
 
 websocket_urlpatterns = [

@@ -6,12 +6,10 @@ docs/spec/run-agent-input.md: Validation Rules, forwardedProps, Compatibility No
 
 import json
 import re
-import uuid
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.http import Http404
 from pydantic import ValidationError
 from pydantic.alias_generators import to_camel
 
@@ -344,21 +342,6 @@ def _describe(exc: ValidationError) -> str:
 
 # An event id: a positive integer that fits a BIGINT (ASCII digits only: "²".isdigit() holds).
 _EVENT_ID = re.compile(r"[0-9]{1,18}")
-
-
-def thread_id_or_404(value: str) -> uuid.UUID:
-    """A ``threadId`` query parameter; one that is no UUID names no thread of the caller's."""
-    thread_id = parse_uuid(value)
-    if thread_id is None:
-        raise Http404
-    return thread_id
-
-
-def run_id_or_404(value: str) -> str:
-    """A runId from a URL or query; one no run can have (a NUL, too long) is a 404."""
-    if "\x00" in value or len(value) > MAX_RUN_ID_LENGTH:
-        raise Http404
-    return value
 
 
 def parse_event_cursor(value: str | None) -> int | None:

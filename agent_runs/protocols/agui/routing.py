@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from agent_runs.authentication import ScopeAuthMiddleware
+from agent_runs.api.authentication import ScopeAuthMiddleware
 from agent_runs.protocols.agui.stream import EventStreamConsumer
 
 _events = ScopeAuthMiddleware(EventStreamConsumer.as_asgi())

@@ -20,6 +20,7 @@ from urllib.parse import parse_qs
 from channels.generic.http import AsyncHttpConsumer
 
 from agent_runs import ports
+from agent_runs.api.ids import run_id_or_404
 from agent_runs.api.journal import Event, journal_stream
 from agent_runs.api.sse import retry_frame, sse_frame
 from agent_runs.db import db_call
@@ -27,7 +28,7 @@ from agent_runs.events.codec import TERMINAL_TYPES
 from agent_runs.events.reads import EventStreamStart, event_stream_start
 from agent_runs.models import Run
 from agent_runs.protocols.agui.errors import NOT_AUTHENTICATED, error_parts
-from agent_runs.protocols.agui.inbound import parse_event_cursor, run_id_or_404
+from agent_runs.protocols.agui.inbound import parse_event_cursor
 from agent_runs.protocols.agui.outbound import ClientEvent, ClientEvents
 from agent_runs.services.lifecycle import run_cancel
 

@@ -12,9 +12,10 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from agent_runs.api.authentication import stream_token_issue
+from agent_runs.api.ids import thread_id_or_404
 from agent_runs.api.json_input import MalformedJson
 from agent_runs.api.sse import sse_response
-from agent_runs.authentication import stream_token_issue
 from agent_runs.errors import OnDisconnectInvalid, RunPayloadTooLarge
 from agent_runs.events.reads import event_stream_start
 from agent_runs.models import Run
@@ -26,7 +27,6 @@ from agent_runs.protocols.agui.inbound import (
     decode_json_body,
     parse_conversation_turn,
     parse_run_agent_input,
-    thread_id_or_404,
 )
 from agent_runs.protocols.agui.outbound import ClientEvents
 from agent_runs.protocols.agui.schemas import task_accepted_response

@@ -21,11 +21,11 @@ from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_sche
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from agent_runs.api.authentication import request_user
 from agent_runs.api.awaited import awaited_response, run_end_answer
 from agent_runs.api.json_input import JsonBodyParser
 from agent_runs.api.sse import sse_response
 from agent_runs.api.views import ProtocolView
-from agent_runs.authentication import request_user
 from agent_runs.errors import (
     InterruptClosed,
     InterruptExpired,

@@ -11,9 +11,9 @@ from django.http import FileResponse
 from rest_framework.request import Request
 
 from agent_runs import ports
+from agent_runs.api.authentication import request_user
 from agent_runs.api.json_input import JsonBodyParser
 from agent_runs.api.views import ProtocolView
-from agent_runs.authentication import request_user
 from agent_runs.models import Artifact, Step, Thread
 from agent_runs.protocols.agent_protocol.errors import BodyInvalid, render
 from agent_runs.protocols.agent_protocol.inbound import page_query, uuid_or_404

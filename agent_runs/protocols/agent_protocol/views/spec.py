@@ -16,7 +16,7 @@ from rest_framework.parsers import MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from agent_runs.authentication import request_user
+from agent_runs.api.authentication import request_user
 from agent_runs.errors import StepNotEditable
 from agent_runs.models import Artifact, Interrupt, Run, Step
 from agent_runs.protocols.agent_protocol.approvals import approval_answer

@@ -29,8 +29,8 @@ from rest_framework.parsers import MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from agent_runs.api.authentication import request_user
 from agent_runs.api.awaited import Produce, awaited_response
-from agent_runs.authentication import request_user
 from agent_runs.db import db_call
 from agent_runs.errors import RunNotPaused
 from agent_runs.events.reads import thread_last_event_id

@@ -25,27 +25,9 @@ from agent_runs.protocols.agui.openapi.events import (
     EVENT_STREAM_DESCRIPTION,
     EVENT_STREAM_EXAMPLE,
 )
-from agent_runs.protocols.agui.pagination import MAX_LIMIT
 from agent_runs.protocols.agui.run_input_schema import run_create_request_schema
 from agent_runs.protocols.agui.schemas import TaskAcceptedResponse
 from agent_runs.run_input import RunAgentInput
-
-
-def page_parameters(cursor_pattern: str) -> list[OpenApiParameter]:
-    """``limit`` and ``cursor``: the query of a keyset page (pagination.py)."""
-    return [
-        OpenApiParameter(
-            "limit",
-            {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT},
-            description=f"Items per page, 1 to {MAX_LIMIT} (default 20).",
-        ),
-        OpenApiParameter(
-            "cursor",
-            {"type": "string", "pattern": cursor_pattern},
-            description="The `next` of the page before.",
-        ),
-    ]
-
 
 _ACCEPTED = OpenApiResponse(
     TaskAcceptedResponse,

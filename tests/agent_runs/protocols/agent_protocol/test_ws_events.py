@@ -15,7 +15,7 @@ import websocket
 from django.conf import settings
 from django.test import Client
 
-from agent_runs.authentication import stream_token_issue
+from agent_runs.api.authentication import stream_token_issue
 from agent_runs.models import Artifact, RunEvent, Step, Thread
 from tests.conftest import post_run, run_input, send, start_worker, stop_process
 from tests.conftest import work_burst as run_queued_jobs

@@ -1,4 +1,5 @@
-"""Pages of the REST lists: ``?limit=`` and a ``?cursor=`` (the ``next`` of the page before).
+"""What the service's own REST resources read from a request: the pages of their lists,
+``?limit=`` and a ``?cursor=`` (the ``next`` of the page before).
 A cursor names where the last page ended, a time and a key: ``t<µs>.<thread id>`` for the
 threads, ``r<µs>.<run pk>`` for a thread's runs, ``i<µs>.<interrupt id>`` for interrupts
 (the time in microseconds since the epoch). Clients never read it; any value of that form is
@@ -11,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from agent_runs.errors import DomainError
+from agent_runs.resources.errors import PageQueryInvalid
 from agent_runs.selectors.interrupts import InterruptPosition
 from agent_runs.selectors.threads import RunPosition, ThreadPosition
 
@@ -24,13 +25,6 @@ RUN_CURSOR = r"^r[0-9]{1,16}\.[1-9][0-9]{0,17}$"
 # An interrupt's key is its id, ``int-`` and 32 hex digits (agent_runs/services/interrupts.py).
 INTERRUPT_CURSOR = r"^i[0-9]{1,16}\.int-[0-9a-f]{32}$"
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-
-
-class PageQueryInvalid(DomainError):
-    """A ``limit`` or ``cursor`` this API cannot read (400, ``{"detail": "<message>"}``)."""
-
-    code = "invalid_page_query"
-    status = 400
 
 
 @dataclass(frozen=True)

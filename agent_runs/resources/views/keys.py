@@ -9,8 +9,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from agent_runs.api.authentication import request_user
 from agent_runs.api.openapi import error_responses
-from agent_runs.authentication import request_user
 from agent_runs.models import ApiToken
 from agent_runs.selectors.tokens import api_tokens_of_user
 

@@ -12,19 +12,19 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agent_runs.agent_config import system_agents
+from agent_runs.api.authentication import request_user
 from agent_runs.api.json_input import NOT_BLANK_PATTERN, JsonBodyParser
 from agent_runs.api.openapi import error_responses
-from agent_runs.authentication import request_user
 from agent_runs.errors import AutomationJobInvalid
 from agent_runs.models import AutomationJob, MultitaskStrategy, Run, Stage
-from agent_runs.protocols.agui.openapi import page_parameters
-from agent_runs.protocols.agui.pagination import (
+from agent_runs.resources.inbound import (
     RUN_CURSOR,
     parse_page_query,
     run_cursor,
     run_position,
 )
-from agent_runs.protocols.agui.serializers import RunPageSerializer, RunSerializer
+from agent_runs.resources.openapi import page_parameters
+from agent_runs.resources.outbound import RunPageSerializer, RunSerializer
 from agent_runs.run_input import iana_timezones
 from agent_runs.selectors.automations import (
     automation_job_get_for_user,

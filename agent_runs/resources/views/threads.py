@@ -11,17 +11,16 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from agent_runs.api.authentication import request_user
+from agent_runs.api.ids import run_id_or_404, thread_id_or_404
 from agent_runs.api.json_input import JsonBodyParser
 from agent_runs.api.openapi import error_responses
-from agent_runs.authentication import request_user
 from agent_runs.models import Interrupt
-from agent_runs.protocols.agui.inbound import run_id_or_404, thread_id_or_404
-from agent_runs.protocols.agui.openapi import THREAD_ID_QUERY, page_parameters
-from agent_runs.protocols.agui.pagination import (
+from agent_runs.resources.errors import PageQueryInvalid
+from agent_runs.resources.inbound import (
     INTERRUPT_CURSOR,
     RUN_CURSOR,
     THREAD_CURSOR,
-    PageQueryInvalid,
     interrupt_cursor,
     interrupt_position,
     parse_page_query,
@@ -30,7 +29,8 @@ from agent_runs.protocols.agui.pagination import (
     thread_cursor,
     thread_position,
 )
-from agent_runs.protocols.agui.serializers import (
+from agent_runs.resources.openapi import THREAD_ID_QUERY, page_parameters
+from agent_runs.resources.outbound import (
     InterruptAnswerSerializer,
     InterruptDetailSerializer,
     InterruptPageSerializer,

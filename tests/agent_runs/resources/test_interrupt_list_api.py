@@ -10,7 +10,7 @@ import pytest
 from django.utils import timezone
 
 from agent_runs.models import Interrupt, Run
-from tests.agent_runs.protocols.agui.test_rest_api import new_thread, pages
+from tests.agent_runs.resources.test_rest_api import new_thread, pages
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.integration]
 

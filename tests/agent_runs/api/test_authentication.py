@@ -1,15 +1,18 @@
 """Bearer tokens are remembered per process for ``AGENT_API_TOKEN_CACHE_SECONDS``: a token
 deleted, or a user deactivated, stops working within that time; ``last_used_at`` is still
-written at most every five minutes."""
+written at most every five minutes. And the caller is resolved once per request."""
 
 import time
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from django.contrib.auth import get_user_model
 from django.utils import timezone
 
 from agent_runs.models import ApiToken
+from agent_runs.services import tokens
+from tests.conftest import post_run, run_input
 
 pytestmark = pytest.mark.django_db
 
@@ -76,3 +79,43 @@ def test_a_remembered_token_s_last_used_at_is_not_written_on_every_request(alice
     assert alice.get(THREADS).status_code == 200
     token.refresh_from_db()
     assert token.last_used_at == first_use
+
+
+A2A_GET_TASK = {
+    "jsonrpc": "2.0",
+    "id": "get-1",
+    "method": "tasks/get",
+    "params": {"id": "00000000-0000-4000-8000-000000000000"},
+}
+
+
+def test_the_caller_is_resolved_once_per_request_on_every_protocol(
+    alice, settings, monkeypatch, redis_queue
+):
+    """The token is looked up once per request, however many checks read the caller (the
+    key's scopes, the view's ``request_user``, a protocol's own scope check)."""
+    settings.AGENT_API_TOKEN_CACHE_SECONDS = 0  # each lookup reads the database
+    lookups: list[str] = []
+    load = tokens._token_load
+
+    def counted(key_hash: str, now: float) -> Any:
+        lookups.append(key_hash)
+        return load(key_hash, now)
+
+    monkeypatch.setattr(tokens, "_token_load", counted)
+    body = run_input()
+    requests = [
+        lambda: alice.get(THREADS),
+        lambda: post_run(alice, body),
+        lambda: alice.get(f"{THREADS}/{body['threadId']}/runs"),
+        lambda: alice.get("/api/v1/agent/keys"),
+        lambda: alice.get("/api/tasks"),
+        lambda: alice.get("/ap/v1/agent/tasks"),
+        lambda: alice.get("/openai/v1/responses/resp_unknown"),
+        lambda: alice.post("/a2a", A2A_GET_TASK, format="json"),
+    ]
+    for request in requests:
+        lookups.clear()
+        response = request()
+        assert response.status_code < 500, response.content
+        assert len(lookups) == 1, (response.wsgi_request.path, lookups)

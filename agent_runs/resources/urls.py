@@ -1,17 +1,17 @@
-"""The threads-and-runs REST routes, the interrupts' list, the caller's API keys and automation
-jobs (mounted at api/v1/agent/ by config/urls.py). GET runs/<run_id> sits beside urls.py's
-POST runs and runs/<run_id>/cancel: no path is both."""
+"""The service's own REST routes: threads and runs, the interrupts, the caller's API keys and
+automation jobs (mounted at api/v1/agent/ by config/urls.py, after AG-UI's). GET
+runs/<run_id> sits beside AG-UI's POST runs and runs/<run_id>/cancel: no path is both."""
 
 from django.urls import path
 
-from agent_runs.protocols.agui.automation_views import (
+from agent_runs.resources.views.automations import (
     AutomationJobDetailApi,
     AutomationJobListApi,
     AutomationJobRunApi,
     AutomationJobRunListApi,
 )
-from agent_runs.protocols.agui.key_views import ApiKeyListApi
-from agent_runs.protocols.agui.thread_views import (
+from agent_runs.resources.views.keys import ApiKeyListApi
+from agent_runs.resources.views.threads import (
     InterruptDetailApi,
     InterruptListApi,
     RunDetailApi,

@@ -1,11 +1,11 @@
 """How callers prove who they are: ``Authorization: Bearer <token>`` (hashed ApiTokens), the
-admin session, and short-lived signed stream tokens for browser ``EventSource``."""
+admin session, and short-lived signed stream tokens for browser ``EventSource``. The edge
+kit's: DRF's authentication and permission classes (config/settings/web.py) and the Channels
+middleware of the streams resolve the caller once per request; a token is found by the core's
+token services (agent_runs/services/tokens.py), which keep the per-process token cache that
+revoking a key empties."""
 
-import copy
-import time
 import uuid
-from dataclasses import dataclass
-from datetime import datetime, timedelta
 from functools import partial
 from importlib import import_module
 from types import SimpleNamespace
@@ -23,9 +23,8 @@ from rest_framework import authentication, exceptions, permissions
 from rest_framework.request import Request
 
 from agent_runs.models import ApiToken
+from agent_runs.services.tokens import api_token_find, api_token_get
 
-# last_used_at is for staff, not for accounting: write it at most this often per token.
-_LAST_USED_RESOLUTION = timedelta(minutes=5)
 _STREAM_TOKEN_SALT = "agent_runs.stream-token"
 
 
@@ -84,80 +83,6 @@ def request_user(request: Request) -> AbstractBaseUser:
     """The caller of a view whose permission (``IsAuthenticated``, the default) has already
     refused anonymous callers."""
     return cast(AbstractBaseUser, request.user)
-
-
-def api_token_get(*, raw_key: str) -> ApiToken | None:
-    """The active user's usable (neither expired nor revoked) token for a raw key."""
-    token = api_token_find(raw_key=raw_key)
-    if token is None or token.unusable_because(timezone.now()) is not None:
-        return None
-    return token
-
-
-def api_token_find(*, raw_key: str) -> ApiToken | None:
-    """The active user's token for a raw key, expired or revoked ones too, with the
-    ``last_used_at`` of a usable one kept roughly current.
-
-    A token found is remembered in this process for ``AGENT_API_TOKEN_CACHE_SECONDS`` (every
-    request of a client carries it, and looking it up was the costliest part of a small
-    request): a token deleted, or a user deactivated, stops working within that time. Each
-    caller gets copies of the token and its user, never the remembered objects."""
-    key_hash = ApiToken.hash_key(raw_key)
-    now = time.monotonic()
-    cached = _token_cache.get(key_hash)
-    if cached is None or cached.expires_at <= now:
-        cached = _token_load(key_hash, now)
-        if cached is None:
-            return None
-    moment = timezone.now()
-    usable = cached.token.unusable_because(moment) is None
-    if usable and (
-        cached.last_used_at is None or moment - cached.last_used_at > _LAST_USED_RESOLUTION
-    ):
-        cached.last_used_at = moment
-        ApiToken.objects.filter(pk=cached.token.pk).update(last_used_at=moment)
-    token, user = copy.copy(cached.token), copy.copy(cached.token.user)
-    token.user = user
-    return token
-
-
-@dataclass
-class _CachedToken:
-    token: ApiToken  # with its user (an active one), as read
-    last_used_at: datetime | None  # as written last, by this process or read
-    expires_at: float  # time.monotonic()
-
-
-# key hash -> the token as read lately. Only tokens that exist are kept (an unknown key is
-# looked up every time, so guessing cannot fill it); it is emptied when it grows past
-# _TOKEN_CACHE_PRUNE_AT. Request threads share it: each step is one dict operation.
-_token_cache: dict[str, _CachedToken] = {}
-_TOKEN_CACHE_PRUNE_AT = 10_000
-
-
-def api_token_forget(*, key_hashes: list[str]) -> None:
-    """Drop tokens from this process's memory (a revoked key fails here at once; other
-    processes read it again within ``AGENT_API_TOKEN_CACHE_SECONDS``)."""
-    for key_hash in key_hashes:
-        _token_cache.pop(key_hash, None)
-
-
-def _token_load(key_hash: str, now: float) -> _CachedToken | None:
-    found = list(ApiToken.objects.select_related("user").filter(key_hash=key_hash)[:1])
-    token = found[0] if found else None
-    if token is None or not token.user.is_active:
-        _token_cache.pop(key_hash, None)
-        return None
-    cached = _CachedToken(
-        token=token,
-        last_used_at=token.last_used_at,
-        expires_at=now + settings.AGENT_API_TOKEN_CACHE_SECONDS,
-    )
-    if settings.AGENT_API_TOKEN_CACHE_SECONDS > 0:
-        if len(_token_cache) >= _TOKEN_CACHE_PRUNE_AT:
-            _token_cache.clear()  # what is still in use is read again
-        _token_cache[key_hash] = cached
-    return cached
 
 
 def stream_token_issue(*, user: Any, thread_id: uuid.UUID) -> str:
