@@ -87,6 +87,7 @@ from agent_runs.selectors.steps import (
     step_answering,
 )
 from agent_runs.services.lifecycle import run_resume
+from agent_runs.services.run_request import run_step_budget
 from agent_runs.services.runs import RunOptions, run_create
 from agent_runs.services.threads import thread_create
 
@@ -233,7 +234,7 @@ def step_execute(
         finished_before: set[uuid.UUID] = set()
     else:
         finished_before = finished_step_ids_of_run(run=run)
-        if run.step_budget is not None:
+        if run_step_budget(run) is not None:
             try:
                 run = run_resume(run=run, steps=1)
             except RunNotPaused:
