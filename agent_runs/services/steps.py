@@ -167,10 +167,10 @@ def _step_update_claimed(
     # The run's row locked first (FOR SHARE, in the CTE): its flags as they are once a
     # cancel or a pause that held it has committed.
     sql = (
-        f"WITH claimed AS (SELECT pause_requested, (request ->> %s)::integer AS step_budget "
-        f"FROM {Run._meta.db_table} WHERE id = %s AND claim_token = %s AND status = %s "
-        f"FOR SHARE) UPDATE {Step._meta.db_table} SET {sets} FROM claimed WHERE id = %s "
-        "RETURNING claimed.pause_requested, claimed.step_budget"
+        f"WITH claimed AS (SELECT pause_requested, (request ->> %s::text)::integer AS "
+        f"step_budget FROM {Run._meta.db_table} WHERE id = %s AND claim_token = %s AND "
+        f"status = %s FOR SHARE) UPDATE {Step._meta.db_table} SET {sets} FROM claimed "
+        "WHERE id = %s RETURNING claimed.pause_requested, claimed.step_budget"
     )
     with connection.cursor() as cursor:
         cursor.execute(
