@@ -51,15 +51,12 @@ class Run(models.Model):
     error = models.TextField(blank=True)
     # A client asked to pause it: its job parks it at the next stage boundary.
     pause_requested = models.BooleanField(default=False)
-    # How many stages it may run before it parks (a client stepping through it), or None:
-    # straight through.
-    step_budget = models.PositiveIntegerField(null=True, blank=True)
     # Where a parked run goes on: the next stage and what the stages before it gave.
     checkpoint = models.JSONField(null=True, blank=True)
-    # Keep the final answer as a file artifact of the thread (the Agent Protocol's tasks).
-    answer_artifact = models.BooleanField(default=False)
     # What the protocol request that made the run asked beyond its input (a Responses
-    # request's model, instructions, metadata, background…), kept to answer it back.
+    # request's model, instructions, metadata, background…), kept to answer it back, and
+    # the knobs one protocol sets that the core acts on (services/run_request.py: a step
+    # budget, keeping the answer as a file artifact).
     request = models.JSONField(default=dict, blank=True)
     # Set by the job that claimed the run; every write of that job for the run checks it in
     # the same statement, so a job that lost its run (failed by the sweeper) writes nothing.

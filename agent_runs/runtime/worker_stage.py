@@ -43,6 +43,7 @@ from agent_runs.runtime.turn import RunTurn
 from agent_runs.selectors.profiles import user_locale, user_profile_settings
 from agent_runs.services.artifacts import ANSWER_FILE_NAME, agent_artifact_create
 from agent_runs.services.messages import StageAnswer, run_stage_messages_store
+from agent_runs.services.run_request import run_keeps_answer
 from agent_runs.services.steps import (
     StepBegin,
     StepEnd,
@@ -216,7 +217,7 @@ def _answer_store(
             answer=answer,
             reasoning=reasoning_texts(state),
         )
-        if run.answer_artifact:
+        if run_keeps_answer(run):
             agent_artifact_create(
                 run=run,
                 step_id=agent_step_id(

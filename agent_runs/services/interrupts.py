@@ -41,6 +41,7 @@ from agent_runs.models import Interrupt, Run, Thread
 from agent_runs.run_input import InputMessage, RunAgentInput, snapshot_sha256
 from agent_runs.selectors.interrupts import interrupt_id_possible
 from agent_runs.services.queue import run_enqueue
+from agent_runs.services.run_request import STEP_BUDGET_KEY
 from agent_runs.services.webhooks import interrupts_opened_push
 from agent_runs.signals import run_status_changed_send, run_status_heard
 from agent_runs.tracing import with_trace_context
@@ -326,8 +327,11 @@ def _continuation_create(thread: Thread, held: Run) -> Run:
         input_sha256=snapshot_sha256(snapshot),
         client_time=held.client_time,
         automation_job=held.automation_job,
-        answer_artifact=held.answer_artifact,
-        request=with_trace_context(held.request),
+        # As the held run went (its answer kept as an artifact where it was), straight
+        # through: its step budget is not the new run's.
+        request=with_trace_context(
+            {key: value for key, value in held.request.items() if key != STEP_BUDGET_KEY}
+        ),
     )
     Interrupt.objects.filter(run=held, answered_by=None).exclude(
         status=Interrupt.Status.PENDING

@@ -27,6 +27,7 @@ from agent_runs.events.emitter import RunEventEmitter
 from agent_runs.models import RUN_ACTIVE_STATUSES, Run, Step, Thread
 from agent_runs.selectors.runs import runs_next_queued_of_idle_threads
 from agent_runs.services.queue import job_stop, run_enqueue_if_idle, runs_enqueue_if_idle
+from agent_runs.services.run_request import STEP_BUDGET_KEY, run_step_budget
 from agent_runs.services.thread_line import ENDED_UNSTARTED, line_head
 from agent_runs.signals import run_status_changed_send, run_status_transaction
 
@@ -185,7 +186,7 @@ def run_resume(*, run: Run, steps: int | None = None) -> Run:
     """Go on with a paused run: a parked run is queued again (its job goes on from the next
     stage; nothing finished runs twice), and a pause its job has not reached yet is called
     off; any other run is ``RunNotPaused`` (409). ``steps``: a run being stepped through
-    (``Run.step_budget``) may run this many more stages, whatever its state, then parks
+    (a step budget in ``Run.request``) may run this many more stages, whatever its state, then parks
     again."""
     with transaction.atomic():
         locked = Run.objects.select_for_update().get(pk=run.pk)
@@ -204,12 +205,9 @@ def _resume_changes(locked: Run, *, steps: int | None) -> dict[str, Any]:
     """What resuming the run (read under its row lock) changes; ``RunNotPaused`` when it
     is neither paused, nor being paused, nor stepped through."""
     changes: dict[str, Any] = {"pause_requested": False}
-    if (
-        steps is not None
-        and locked.step_budget is not None
-        and locked.status in RUN_ACTIVE_STATUSES
-    ):
-        changes["step_budget"] = locked.step_budget + steps
+    budget = run_step_budget(locked)
+    if steps is not None and budget is not None and locked.status in RUN_ACTIVE_STATUSES:
+        changes["request"] = {**locked.request, STEP_BUDGET_KEY: budget + steps}
     elif not (
         locked.status == Run.Status.PAUSED
         or (locked.status == Run.Status.RUNNING and locked.pause_requested)
@@ -227,7 +225,7 @@ def run_park(*, run: Run, claim_token: uuid.UUID, checkpoint: dict[str, Any], do
     with its progress, and no longer the job's, if a pause is still asked for or its step
     budget is still spent (a resume may have come since the job looked). ``False`` when it
     is not parked: the job goes on, or stops if the run is no longer its own."""
-    asked = Q(pause_requested=True) | Q(step_budget__lte=done)
+    asked = Q(pause_requested=True) | Q(**{f"request__{STEP_BUDGET_KEY}__lte": done})
     with run_status_transaction():
         parked = (
             Run.objects.filter(

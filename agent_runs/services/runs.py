@@ -35,6 +35,7 @@ from agent_runs.services.run_checks import (
     conversation_check,
     is_retry,
 )
+from agent_runs.services.run_request import run_request_with_knobs
 from agent_runs.services.run_rows import insert_parts, run_and_message_insert, sql_column, sql_table
 from agent_runs.services.run_turns import (
     CANCELLING,
@@ -56,6 +57,7 @@ class RunOptions:
     ``step_budget``: the run is stepped through by its client: it runs this many stages,
     then parks (``paused``) until given more (``run_resume(steps=…)``); 0 parks it before it
     starts. ``answer_artifact``: its final answer is kept as a file artifact of the thread.
+    Both are kept in ``Run.request`` (services/run_request.py).
     ``thread_metadata``: kept with the thread when the run creates it. ``request``: what the
     protocol request asked beyond the input (``Run.request``). ``turn``: the run is
     refused unless its thread's runs meet this rule (``TurnRule``)."""
@@ -147,9 +149,13 @@ class _RunDraft:
             created_thread=created_thread,
             # Parked before it starts: it waits for its first step (no job until then).
             status=Run.Status.PAUSED if self.options.step_budget == 0 else Run.Status.QUEUED,
-            step_budget=self.options.step_budget,
-            answer_artifact=self.options.answer_artifact,
-            request=with_trace_context(self.options.request),
+            request=with_trace_context(
+                run_request_with_knobs(
+                    self.options.request,
+                    step_budget=self.options.step_budget,
+                    answer_artifact=self.options.answer_artifact,
+                )
+            ),
             multitask="" if answers else self.strategy,
             jumps_queue=not answers and self.strategy in CANCELLING,
         )

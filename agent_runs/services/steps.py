@@ -11,6 +11,7 @@ from django.utils import timezone
 
 from agent_runs.errors import RunNoLongerRunning, StepNotEditable, StepTransitionInvalid
 from agent_runs.models import Run, Step, Thread, agent_step_id
+from agent_runs.services.run_request import STEP_BUDGET_KEY
 
 # A client's step moves forward only; a step that has ended stays as it is.
 _CLIENT_TRANSITIONS = {
@@ -24,7 +25,7 @@ _CLIENT_TRANSITIONS = {
 @dataclass(frozen=True)
 class RunControl:
     """What a running run's clients ask of it: a pause, and how many stages it may run in
-    all (``None``: no limit)."""
+    all (``None``: no limit; kept in ``Run.request``, services/run_request.py)."""
 
     pause_requested: bool
     step_budget: int | None
@@ -57,12 +58,13 @@ def _lock_claimed(*, run: Run, claim_token: uuid.UUID) -> RunControl:
     claimed = (
         Run.objects.select_for_update(no_key=True)
         .filter(pk=run.pk, claim_token=claim_token, status=Run.Status.RUNNING)
-        .values("pause_requested", "step_budget")
+        .values_list("pause_requested", "request")
         .first()
     )
     if claimed is None:
         raise RunNoLongerRunning(run.pk)
-    return RunControl(**claimed)
+    budget = (claimed[1] or {}).get(STEP_BUDGET_KEY)
+    return RunControl(pause_requested=claimed[0], step_budget=budget)
 
 
 def agent_step_start(*, run: Run, claim_token: uuid.UUID, stage: str, input: Any) -> None:
@@ -165,13 +167,16 @@ def _step_update_claimed(
     # The run's row locked first (FOR SHARE, in the CTE): its flags as they are once a
     # cancel or a pause that held it has committed.
     sql = (
-        f"WITH claimed AS (SELECT pause_requested, step_budget FROM {Run._meta.db_table} "
-        "WHERE id = %s AND claim_token = %s AND status = %s FOR SHARE) "
-        f"UPDATE {Step._meta.db_table} SET {sets} FROM claimed WHERE id = %s "
-        "RETURNING claimed.pause_requested, claimed.step_budget"
+        f"WITH claimed AS (SELECT pause_requested, (request ->> %s::text)::integer AS "
+        f"step_budget FROM {Run._meta.db_table} WHERE id = %s AND claim_token = %s AND "
+        f"status = %s FOR SHARE) UPDATE {Step._meta.db_table} SET {sets} FROM claimed "
+        "WHERE id = %s RETURNING claimed.pause_requested, claimed.step_budget"
     )
     with connection.cursor() as cursor:
-        cursor.execute(sql, [run.pk, claim_token, Run.Status.RUNNING.value, *values, step_id])
+        cursor.execute(
+            sql,
+            [STEP_BUDGET_KEY, run.pk, claim_token, Run.Status.RUNNING.value, *values, step_id],
+        )
         row = cursor.fetchone()
     if row is None:
         raise RunNoLongerRunning(run.pk)

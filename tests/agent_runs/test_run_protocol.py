@@ -3,15 +3,17 @@ for the runs made before the column, filled by its migration from what their row
 
 import importlib
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from django.apps import apps
+from django.apps.registry import Apps
 from django.contrib.auth.models import User
 
-from agent_runs.models import Run, Thread
+from agent_runs.models import Run
 from agent_runs.run_input import ForwardedProps, InputMessage, RunAgentInput
 from agent_runs.services.runs import run_create
+from tests.agent_runs.migrations import migrated_back_to
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -50,8 +52,15 @@ def test_a_run_no_protocol_names_is_ag_ui_s(alice):
     assert Run.objects.get(pk=run.pk).protocol == Run.Protocol.AGUI
 
 
-def test_the_migration_tells_each_old_run_s_protocol_from_its_row(alice):
-    thread = Thread.objects.create(owner=alice)
+@pytest.fixture
+def apps_at_0019(alice: User) -> Iterator[Apps]:
+    with migrated_back_to("agent_runs", "0019_run_protocol") as apps:
+        yield apps
+
+
+def test_the_migration_tells_each_old_run_s_protocol_from_its_row(alice, apps_at_0019: Apps):
+    old_run = apps_at_0019.get_model("agent_runs", "Run")
+    thread = apps_at_0019.get_model("agent_runs", "Thread").objects.create(owner_id=alice.pk)
     rows: dict[str, dict[str, Any]] = {
         "a2a": {"request": {"protocol": "a2a", "task_id": "t"}},
         "agent_api": {"request": {"protocol": "agent_api", "session_id": "s"}},
@@ -60,17 +69,17 @@ def test_the_migration_tells_each_old_run_s_protocol_from_its_row(alice):
         "agui": {"request": {"traceparent": "00-x"}},
     }
     for expected, fields in rows.items():
-        Run.objects.create(
+        old_run.objects.create(
             thread=thread,
             run_id=expected,
-            runtime_mode=Run.RuntimeMode.CHAT,
+            runtime_mode="chat",
             input={},
             input_sha256="",
-            protocol=Run.Protocol.AGUI,
+            protocol="agui",
             **fields,
         )
 
-    _migration.protocol_fill(apps, None)
+    _migration.protocol_fill(apps_at_0019, None)
 
-    found = dict(Run.objects.filter(thread=thread).values_list("run_id", "protocol"))
+    found = dict(old_run.objects.filter(thread=thread).values_list("run_id", "protocol"))
     assert found == {expected: expected for expected in rows}

@@ -11,6 +11,7 @@ from agent_runs.models import Interrupt, Run, Thread
 from agent_runs.protocols.agent_protocol.inbound import ApprovalAnswer
 from agent_runs.selectors.interrupts import interrupt_get_for_user
 from agent_runs.services.interrupts import interrupt_answer
+from agent_runs.services.run_request import run_keeps_answer, run_step_budget
 from agent_runs.services.runs import RunOptions, run_create
 
 
@@ -28,7 +29,7 @@ def approval_answer(*, user: AbstractBaseUser, thread: Thread, answer: ApprovalA
         raise InterruptNotFound(answer.interrupt_id)
     if interrupt.kind != Interrupt.Kind.APPROVAL:
         raise InterruptNotAnApproval(interrupt.id)
-    stepped = interrupt.run.step_budget is not None
+    stepped = run_step_budget(interrupt.run) is not None
     others_open = (
         Interrupt.objects.filter(run_id=interrupt.run_id, status=Interrupt.Status.PENDING)
         .exclude(pk=interrupt.pk)
@@ -40,7 +41,7 @@ def approval_answer(*, user: AbstractBaseUser, thread: Thread, answer: ApprovalA
         run_create(
             user=user,
             run_input=answer.run_input(thread_id=thread.pk),
-            options=RunOptions(step_budget=0, answer_artifact=interrupt.run.answer_artifact),
+            options=RunOptions(step_budget=0, answer_artifact=run_keeps_answer(interrupt.run)),
             protocol=Run.Protocol.AGENT_PROTOCOL,
         )
     else:

@@ -7,10 +7,8 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from django.db.models import QuerySet
 from django.http import Http404
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import extend_schema
 from rest_framework import status
 from rest_framework.parsers import MultiPartParser
 from rest_framework.request import Request
@@ -36,13 +34,8 @@ from agent_runs.protocols.agent_protocol.inbound import (
     task_text_check,
     uuid_or_404,
 )
-from agent_runs.protocols.agent_protocol.openapi import (
-    UPLOAD_REQUEST,
-    error_responses,
-    page_parameters,
-)
+from agent_runs.protocols.agent_protocol.openapi import UPLOAD_REQUEST
 from agent_runs.protocols.agent_protocol.outbound import (
-    approval_step,
     spec_artifact,
     spec_pagination,
     spec_step,
@@ -53,20 +46,20 @@ from agent_runs.protocols.agent_protocol.outbound import (
 )
 from agent_runs.protocols.agent_protocol.selectors import (
     task_cycles,
-    task_steps_page,
-    tasks_of,
 )
-from agent_runs.protocols.agent_protocol.views import (
+from agent_runs.protocols.agent_protocol.views.common import (
     AgentProtocolApi,
+    UrlSet,
+    approval_answered,
     artifact_file_response,
-    rows_page,
-    spec_download_url,
+    step_of_task,
+    steps_page,
     task_for_request,
     task_step_for_request,
+    tasks_page,
     upload,
 )
 from agent_runs.selectors.steps import (
-    NumberedPage,
     artifact_get_of_thread,
     artifacts_of_thread,
     latest_run_of_thread,
@@ -77,43 +70,47 @@ from agent_runs.services.runs import RunOptions, run_create
 from agent_runs.services.steps import client_step_create, client_step_update
 from agent_runs.services.threads import thread_delete
 
-_TAGS = ["agent protocol (spec)"]
-_PAGE = page_parameters(page_key="page", size_key="pageSize", default_size=20)
+
+def _download_url(request: Request) -> Callable[[Artifact], str]:
+    """Where this set serves an artifact's file."""
+
+    def url(artifact: Artifact) -> str:
+        step = f"steps/{artifact.step_id}/" if artifact.step_id else ""
+        return request.build_absolute_uri(
+            f"/api/tasks/{artifact.thread_id}/{step}artifacts/{artifact.pk}/download"
+        )
+
+    return url
 
 
-def _spec_page(
-    request: Request,
-    key: str,
-    rows: QuerySet[Any] | Callable[[int, int], NumberedPage[Any]],
-    render: Callable[[Any], Any],
-) -> Response:
-    """A page of ``rows`` as ``{<key>: [...], pagination}``, as ``page`` and ``pageSize``
-    ask."""
-    page = rows_page(request, rows, page_key="page", size_key="pageSize", default_size=20)
-    return Response({key: [render(row) for row in page.items], "pagination": spec_pagination(page)})
+# Pages by ``page`` and ``pageSize`` (20); artifacts' URLs in steps; an unreadable body 400.
+SPEC = UrlSet(
+    tags=["agent protocol (spec)"],
+    page_key="page",
+    size_key="pageSize",
+    default_size=20,
+    pagination=spec_pagination,
+    task=spec_task,
+    step=lambda request, step: spec_task_step(step, _download_url(request)),
+    invalid_status=400,
+)
 
 
 class TaskListApi(AgentProtocolApi):
     """``GET /api/tasks`` (a page of the caller's tasks, newest first) and ``POST
     /api/tasks`` (a task; the agent starts on it at once)."""
 
-    @extend_schema(
-        operation_id="ap_tasks_list",
-        summary="The caller's tasks",
-        tags=_TAGS,
-        parameters=_PAGE,
-        responses={200: OpenApiTypes.OBJECT, **error_responses(400, 401)},
-    )
+    @SPEC.schema("ap_tasks_list", "The caller's tasks", 400, 401, paged=True)
     def get(self, request: Request) -> Response:
-        tasks = tasks_of(user=request_user(request)).prefetch_related("artifacts")
-        return _spec_page(request, "tasks", tasks, spec_task)
+        return tasks_page(request, SPEC)
 
-    @extend_schema(
-        operation_id="ap_tasks_create",
-        summary="Create a task; the agent starts on it",
-        tags=_TAGS,
+    @SPEC.schema(
+        "ap_tasks_create",
+        "Create a task; the agent starts on it",
+        400,
+        401,
+        413,
         request=SpecTaskCreate,
-        responses={200: OpenApiTypes.OBJECT, **error_responses(400, 401, 413)},
     )
     def post(self, request: Request) -> Response:
         body = body_parse(SpecTaskCreate, request.data)
@@ -133,39 +130,22 @@ class TaskDetailApi(AgentProtocolApi):
     """``GET /api/tasks/:id`` (the task with its cycles) and ``DELETE`` (cancelled first,
     then removed with everything it holds)."""
 
-    @extend_schema(
-        operation_id="ap_tasks_get",
-        summary="A task, with its cycles",
-        tags=_TAGS,
-        responses={200: OpenApiTypes.OBJECT, **error_responses(401, 404)},
-    )
+    @SPEC.schema("ap_tasks_get", "A task, with its cycles", 401, 404)
     def get(self, request: Request, task_id: str) -> Response:
         thread = task_for_request(request, task_id)
         return Response(spec_task_detail(thread, task_cycles(thread=thread)))
 
-    @extend_schema(
-        operation_id="ap_tasks_delete",
-        summary="Delete a task",
-        tags=_TAGS,
-        responses={204: None, **error_responses(401, 404)},
-    )
+    @SPEC.schema("ap_tasks_delete", "Delete a task", 401, 404, ok={204: None})
     def delete(self, request: Request, task_id: str) -> Response:
         thread_delete(thread=task_for_request(request, task_id))
         return Response(status=status.HTTP_204_NO_CONTENT)
-
-
-_CONTROL_SCHEMA: dict[str, Any] = {
-    "tags": _TAGS,
-    "request": None,
-    "responses": {200: OpenApiTypes.OBJECT, **error_responses(401, 404, 409)},
-}
 
 
 class TaskPauseApi(AgentProtocolApi):
     """``POST /api/tasks/:id/pause``: a queued task parks at once, a running one at its next
     step boundary."""
 
-    @extend_schema(operation_id="ap_tasks_pause", summary="Pause a task", **_CONTROL_SCHEMA)
+    @SPEC.schema("ap_tasks_pause", "Pause a task", 401, 404, 409, request=None)
     def post(self, request: Request, task_id: str) -> Response:
         return _task_control(request, task_id, task_pause)
 
@@ -175,12 +155,11 @@ class TaskResumeApi(AgentProtocolApi):
     goes on with the answer its body gives (``additional_input: {interruptId, approved,
     arguments?, reason?}``)."""
 
-    @extend_schema(
-        operation_id="ap_tasks_resume",
-        summary="Resume a task, or answer the approval it waits on",
-        tags=_TAGS,
+    @SPEC.schema(
+        "ap_tasks_resume",
+        "Resume a task, or answer the approval it waits on",
+        *(400, 401, 404, 409, 410, 422),
         request=OpenApiTypes.OBJECT,
-        responses={200: OpenApiTypes.OBJECT, **error_responses(400, 401, 404, 409, 410, 422)},
     )
     def post(self, request: Request, task_id: str) -> Response:
         answer = approval_parse(request.data)
@@ -194,7 +173,7 @@ class TaskResumeApi(AgentProtocolApi):
 class TaskCancelApi(AgentProtocolApi):
     """``POST /api/tasks/:id/cancel``: cancelling again answers the same."""
 
-    @extend_schema(operation_id="ap_tasks_cancel", summary="Cancel a task", **_CONTROL_SCHEMA)
+    @SPEC.schema("ap_tasks_cancel", "Cancel a task", 401, 404, 409, request=None)
     def post(self, request: Request, task_id: str) -> Response:
         return _task_control(request, task_id, task_cancel)
 
@@ -215,48 +194,27 @@ class StepListApi(AgentProtocolApi):
 
     not_found = "task not found"
 
-    @extend_schema(
-        operation_id="ap_steps_list",
-        summary="A task's steps",
-        tags=_TAGS,
-        parameters=_PAGE,
-        responses={200: OpenApiTypes.OBJECT, **error_responses(400, 401, 404)},
-    )
+    @SPEC.schema("ap_steps_list", "A task's steps", 400, 401, 404, paged=True)
     def get(self, request: Request, task_id: str) -> Response:
-        thread = task_for_request(request, task_id)
-        url = self._url(request)
+        return steps_page(request, task_id, SPEC)
 
-        def page(number: int, size: int) -> NumberedPage[Any]:
-            return task_steps_page(thread=thread, number=number, size=size)
-
-        return _spec_page(request, "steps", page, lambda step: spec_task_step(step, url))
-
-    @extend_schema(
-        operation_id="ap_steps_create",
-        summary="Record a step of a task",
-        tags=_TAGS,
+    @SPEC.schema(
+        "ap_steps_create",
+        "Record a step of a task",
+        *(400, 401, 404, 409, 410, 422),
+        ok={200: OpenApiTypes.OBJECT, 201: OpenApiTypes.OBJECT},
         request=OpenApiTypes.OBJECT,
-        responses={
-            200: OpenApiTypes.OBJECT,
-            201: OpenApiTypes.OBJECT,
-            **error_responses(400, 401, 404, 409, 410, 422),
-        },
     )
     def post(self, request: Request, task_id: str) -> Response:
         thread = task_for_request(request, task_id)
-        answer = approval_parse(request.data)
-        if answer is not None:
-            interrupt = approval_answer(user=request_user(request), thread=thread, answer=answer)
-            return Response(approval_step(interrupt))
+        answered = approval_answered(request, thread, SPEC)
+        if answered is not None:
+            return answered
         body = body_parse(SpecStepCreate, request.data)
         step = client_step_create(
             thread=thread, name=body.name, input=body.input, additional_input=body.additional_input
         )
-        return Response(spec_step(step, self._url(request)), status=status.HTTP_201_CREATED)
-
-    @staticmethod
-    def _url(request: Request) -> Any:
-        return lambda artifact: spec_download_url(request, artifact)
+        return Response(spec_step(step, _download_url(request)), status=status.HTTP_201_CREATED)
 
 
 class StepDetailApi(AgentProtocolApi):
@@ -264,22 +222,12 @@ class StepDetailApi(AgentProtocolApi):
 
     not_found = "step not found"
 
-    @extend_schema(
-        operation_id="ap_steps_get",
-        summary="A step",
-        tags=_TAGS,
-        responses={200: OpenApiTypes.OBJECT, **error_responses(401, 404)},
-    )
+    @SPEC.schema("ap_steps_get", "A step", 401, 404)
     def get(self, request: Request, task_id: str, step_id: str) -> Response:
-        step = task_step_for_request(request, task_id, step_id)
-        return Response(spec_task_step(step, lambda a: spec_download_url(request, a)))
+        return step_of_task(request, task_id, step_id, SPEC)
 
-    @extend_schema(
-        operation_id="ap_steps_update",
-        summary="Update a client's step",
-        tags=_TAGS,
-        request=OpenApiTypes.OBJECT,
-        responses={200: OpenApiTypes.OBJECT, **error_responses(400, 401, 404, 409)},
+    @SPEC.schema(
+        "ap_steps_update", "Update a client's step", 400, 401, 404, 409, request=OpenApiTypes.OBJECT
     )
     def patch(self, request: Request, task_id: str, step_id: str) -> Response:
         step = _step(request, task_id, step_id)
@@ -289,7 +237,7 @@ class StepDetailApi(AgentProtocolApi):
             del changes["additional_output"]
         step = client_step_update(step=step, changes=changes)
         step = step_get_of_thread(thread=step.thread, step_id=step.pk)
-        return Response(spec_step(step, lambda a: spec_download_url(request, a)))
+        return Response(spec_step(step, _download_url(request)))
 
 
 def _step(request: Request, task_id: str, step_id: str) -> Step:
@@ -307,40 +255,30 @@ class StepArtifactListApi(AgentProtocolApi):
     not_found = "step not found"
     parser_classes = [MultiPartParser]
 
-    @extend_schema(
-        operation_id="ap_step_artifacts_list",
-        summary="A step's artifacts",
-        tags=_TAGS,
-        parameters=_PAGE,
-        responses={200: OpenApiTypes.OBJECT, **error_responses(400, 401, 404)},
-    )
+    @SPEC.schema("ap_step_artifacts_list", "A step's artifacts", 400, 401, 404, paged=True)
     def get(self, request: Request, task_id: str, step_id: str) -> Response:
         step = task_step_for_request(request, task_id, step_id)
         if isinstance(step, Interrupt):  # an approval makes no files
             artifacts = Artifact.objects.none()
         else:
             artifacts = artifacts_of_thread(thread=step.thread, step=step)
-        return _spec_page(
-            request,
-            "artifacts",
-            artifacts,
-            lambda a: spec_artifact(a, spec_download_url(request, a)),
-        )
+        return SPEC.page(request, "artifacts", artifacts, lambda a: _artifact_shape(request, a))
 
-    @extend_schema(
-        operation_id="ap_step_artifacts_upload",
-        summary="Upload an artifact of a step",
-        tags=_TAGS,
+    @SPEC.schema(
+        "ap_step_artifacts_upload",
+        "Upload an artifact of a step",
+        *(400, 401, 404, 413),
+        ok={201: OpenApiTypes.OBJECT},
         request=UPLOAD_REQUEST,
-        responses={201: OpenApiTypes.OBJECT, **error_responses(400, 401, 404, 413)},
     )
     def post(self, request: Request, task_id: str, step_id: str) -> Response:
         step = _step(request, task_id, step_id)
         artifact = upload(request, thread=step.thread, step=step)
-        return Response(
-            spec_artifact(artifact, spec_download_url(request, artifact)),
-            status=status.HTTP_201_CREATED,
-        )
+        return Response(_artifact_shape(request, artifact), status=status.HTTP_201_CREATED)
+
+
+def _artifact_shape(request: Request, artifact: Artifact) -> dict[str, Any]:
+    return spec_artifact(artifact, _download_url(request)(artifact))
 
 
 class StepArtifactDetailApi(AgentProtocolApi):
@@ -349,22 +287,12 @@ class StepArtifactDetailApi(AgentProtocolApi):
 
     not_found = "artifact not found"
 
-    @extend_schema(
-        operation_id="ap_step_artifacts_get",
-        summary="An artifact's metadata",
-        tags=_TAGS,
-        responses={200: OpenApiTypes.OBJECT, **error_responses(401, 404)},
-    )
+    @SPEC.schema("ap_step_artifacts_get", "An artifact's metadata", 401, 404)
     def get(self, request: Request, task_id: str, step_id: str, artifact_id: str) -> Response:
         artifact = _artifact(request, task_id, step_id, artifact_id)
-        return Response(spec_artifact(artifact, spec_download_url(request, artifact)))
+        return Response(_artifact_shape(request, artifact))
 
-    @extend_schema(
-        operation_id="ap_step_artifacts_delete",
-        summary="Delete an artifact",
-        tags=_TAGS,
-        responses={204: None, **error_responses(401, 404)},
-    )
+    @SPEC.schema("ap_step_artifacts_delete", "Delete an artifact", 401, 404, ok={204: None})
     def delete(self, request: Request, task_id: str, step_id: str, artifact_id: str) -> Response:
         artifact_delete(artifact=_artifact(request, task_id, step_id, artifact_id))
         return Response(status=status.HTTP_204_NO_CONTENT)
@@ -384,15 +312,13 @@ class StepArtifactDownloadApi(AgentProtocolApi):
 
     not_found = "artifact not found"
 
-    @extend_schema(
-        operation_id="ap_step_artifacts_download",
-        summary="Download an artifact",
-        tags=_TAGS,
-        responses={
-            # The artifact's own media type (an image/png answers image/png).
-            (200, "*/*"): OpenApiTypes.BINARY,
-            **error_responses(401, 404),
-        },
+    @SPEC.schema(
+        "ap_step_artifacts_download",
+        "Download an artifact",
+        401,
+        404,
+        # The artifact's own media type (an image/png answers image/png).
+        ok={(200, "*/*"): OpenApiTypes.BINARY},
     )
     def get(self, request: Request, task_id: str, step_id: str, artifact_id: str) -> Any:
         artifact = _artifact(request, task_id, step_id, artifact_id)

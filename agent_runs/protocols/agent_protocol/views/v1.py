@@ -17,14 +17,11 @@ which the next step runs. A step without an answer meanwhile answers the approva
 it stands."""
 
 import uuid
-from collections.abc import Callable
 from typing import Any
 
 from django.conf import settings
-from django.db.models import QuerySet
 from django.http import HttpResponse
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import extend_schema
 from rest_framework.parsers import MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -36,7 +33,6 @@ from agent_runs.errors import RunNotPaused
 from agent_runs.events.reads import thread_last_event_id
 from agent_runs.events.wait import run_events_wait
 from agent_runs.models import RUN_ACTIVE_STATUSES, Interrupt, Run, Step, Thread, agent_step_id
-from agent_runs.protocols.agent_protocol.approvals import approval_answer
 from agent_runs.protocols.agent_protocol.errors import (
     NoStepLeft,
     StepNotStarted,
@@ -45,17 +41,12 @@ from agent_runs.protocols.agent_protocol.errors import (
 from agent_runs.protocols.agent_protocol.inbound import (
     OfficialStepCreate,
     OfficialTaskCreate,
-    approval_parse,
     body_parse,
     task_run_input,
     task_text_check,
     uuid_or_404,
 )
-from agent_runs.protocols.agent_protocol.openapi import (
-    UPLOAD_REQUEST,
-    error_responses,
-    page_parameters,
-)
+from agent_runs.protocols.agent_protocol.openapi import UPLOAD_REQUEST
 from agent_runs.protocols.agent_protocol.outbound import (
     v1_artifact,
     v1_pagination,
@@ -66,20 +57,20 @@ from agent_runs.protocols.agent_protocol.selectors import (
     approvals_of_run,
     pending_approval_of_run,
     task_get,
-    task_step_get,
-    task_steps_page,
-    tasks_of,
 )
-from agent_runs.protocols.agent_protocol.views import (
+from agent_runs.protocols.agent_protocol.views.common import (
     AgentProtocolApi,
+    UrlSet,
+    approval_answered,
     artifact_file_response,
-    rows_page,
+    step_of_task,
+    steps_page,
     task_for_request,
+    tasks_page,
     upload,
 )
 from agent_runs.run_input import multitask_parse
 from agent_runs.selectors.steps import (
-    NumberedPage,
     artifact_get_of_thread,
     artifacts_of_thread,
     finished_step_ids_of_run,
@@ -87,43 +78,33 @@ from agent_runs.selectors.steps import (
     step_answering,
 )
 from agent_runs.services.lifecycle import run_resume
+from agent_runs.services.run_request import run_step_budget
 from agent_runs.services.runs import RunOptions, run_create
 from agent_runs.services.threads import thread_create
 
-_TAGS = ["agent protocol (v1)"]
-_PAGE = page_parameters(page_key="current_page", size_key="page_size", default_size=10)
-
-
-def _v1_page(
-    request: Request,
-    key: str,
-    rows: QuerySet[Any] | Callable[[int, int], NumberedPage[Any]],
-    render: Callable[[Any], Any],
-) -> Response:
-    """A page of ``rows`` as ``{<key>: [...], pagination}``, as ``current_page`` and
-    ``page_size`` ask."""
-    page = rows_page(request, rows, page_key="current_page", size_key="page_size", default_size=10)
-    return Response({key: [render(row) for row in page.items], "pagination": v1_pagination(page)})
+# Pages by ``current_page`` and ``page_size`` (10); an unreadable body 422.
+V1 = UrlSet(
+    tags=["agent protocol (v1)"],
+    page_key="current_page",
+    size_key="page_size",
+    default_size=10,
+    pagination=v1_pagination,
+    task=v1_task,
+    step=lambda request, step: v1_step(step),
+    invalid_status=422,
+)
 
 
 class TaskListApi(AgentProtocolApi):
-    @extend_schema(
-        operation_id="ap_v1_tasks_list",
-        summary="The caller's tasks",
-        tags=_TAGS,
-        parameters=_PAGE,
-        responses={200: OpenApiTypes.OBJECT, **error_responses(400, 401)},
-    )
+    @V1.schema("ap_v1_tasks_list", "The caller's tasks", 400, 401, paged=True)
     def get(self, request: Request) -> Response:
-        tasks = tasks_of(user=request_user(request)).prefetch_related("artifacts")
-        return _v1_page(request, "tasks", tasks, v1_task)
+        return tasks_page(request, V1)
 
-    @extend_schema(
-        operation_id="ap_v1_tasks_create",
-        summary="Create a task (it runs a step at a time)",
-        tags=_TAGS,
+    @V1.schema(
+        "ap_v1_tasks_create",
+        "Create a task (it runs a step at a time)",
+        *(400, 401, 422),
         request=OfficialTaskCreate,
-        responses={200: OpenApiTypes.OBJECT, **error_responses(400, 401, 422)},
     )
     def post(self, request: Request) -> Response:
         body = body_parse(OfficialTaskCreate, request.data, status=422)
@@ -144,49 +125,28 @@ class TaskListApi(AgentProtocolApi):
 
 
 class TaskDetailApi(AgentProtocolApi):
-    @extend_schema(
-        operation_id="ap_v1_tasks_get",
-        summary="A task",
-        tags=_TAGS,
-        responses={200: OpenApiTypes.OBJECT, **error_responses(401, 404)},
-    )
+    @V1.schema("ap_v1_tasks_get", "A task", 401, 404)
     def get(self, request: Request, task_id: str) -> Response:
         return Response(v1_task(task_for_request(request, task_id)))
 
 
 class StepListApi(AgentProtocolApi):
-    @extend_schema(
-        operation_id="ap_v1_steps_list",
-        summary="A task's steps",
-        tags=_TAGS,
-        parameters=_PAGE,
-        responses={200: OpenApiTypes.OBJECT, **error_responses(400, 401, 404)},
-    )
+    @V1.schema("ap_v1_steps_list", "A task's steps", 400, 401, 404, paged=True)
     def get(self, request: Request, task_id: str) -> Response:
-        thread = task_for_request(request, task_id)
+        return steps_page(request, task_id, V1)
 
-        def page(number: int, size: int) -> NumberedPage[Any]:
-            return task_steps_page(thread=thread, number=number, size=size)
-
-        return _v1_page(request, "steps", page, v1_step)
-
-    @extend_schema(
-        operation_id="ap_v1_steps_execute",
-        summary="Execute the task's next step",
-        tags=_TAGS,
+    @V1.schema(
+        "ap_v1_steps_execute",
+        "Execute the task's next step",
+        *(400, 401, 404, 409, 410, 422, 503),
         request=OpenApiTypes.OBJECT,
-        responses={
-            200: OpenApiTypes.OBJECT,
-            **error_responses(400, 401, 404, 409, 410, 422, 503),
-        },
     )
     def post(self, request: Request, task_id: str) -> HttpResponse:
         thread = task_for_request(request, task_id)
         body = body_parse(OfficialStepCreate, request.data, status=422)
-        answer = approval_parse(request.data, status=422)
-        if answer is not None:
-            interrupt = approval_answer(user=request_user(request), thread=thread, answer=answer)
-            return Response(v1_step(interrupt))
+        answered = approval_answered(request, thread, V1)
+        if answered is not None:
+            return answered
         multitask = multitask_parse(
             (body.additional_input or {}).get("multitask"),
             field="additional_input.multitask",
@@ -233,7 +193,7 @@ def step_execute(
         finished_before: set[uuid.UUID] = set()
     else:
         finished_before = finished_step_ids_of_run(run=run)
-        if run.step_budget is not None:
+        if run_step_budget(run) is not None:
             try:
                 run = run_resume(run=run, steps=1)
             except RunNotPaused:
@@ -287,37 +247,24 @@ def _step_answer_read(*, run: Run, finished_before: set[uuid.UUID]) -> tuple[int
 class StepDetailApi(AgentProtocolApi):
     not_found = "step not found"
 
-    @extend_schema(
-        operation_id="ap_v1_steps_get",
-        summary="A step",
-        tags=_TAGS,
-        responses={200: OpenApiTypes.OBJECT, **error_responses(401, 404)},
-    )
+    @V1.schema("ap_v1_steps_get", "A step", 401, 404)
     def get(self, request: Request, task_id: str, step_id: str) -> Response:
-        thread = task_for_request(request, task_id)
-        return Response(v1_step(task_step_get(thread=thread, step_id=uuid_or_404(step_id))))
+        return step_of_task(request, task_id, step_id, V1)
 
 
 class ArtifactListApi(AgentProtocolApi):
     parser_classes = [MultiPartParser]
 
-    @extend_schema(
-        operation_id="ap_v1_artifacts_list",
-        summary="A task's artifacts",
-        tags=_TAGS,
-        parameters=_PAGE,
-        responses={200: OpenApiTypes.OBJECT, **error_responses(400, 401, 404)},
-    )
+    @V1.schema("ap_v1_artifacts_list", "A task's artifacts", 400, 401, 404, paged=True)
     def get(self, request: Request, task_id: str) -> Response:
         artifacts = artifacts_of_thread(thread=task_for_request(request, task_id))
-        return _v1_page(request, "artifacts", artifacts, v1_artifact)
+        return V1.page(request, "artifacts", artifacts, v1_artifact)
 
-    @extend_schema(
-        operation_id="ap_v1_artifacts_upload",
-        summary="Upload an artifact of a task",
-        tags=_TAGS,
+    @V1.schema(
+        "ap_v1_artifacts_upload",
+        "Upload an artifact of a task",
+        *(400, 401, 404, 413),
         request=UPLOAD_REQUEST,
-        responses={200: OpenApiTypes.OBJECT, **error_responses(400, 401, 404, 413)},
     )
     def post(self, request: Request, task_id: str) -> Response:
         artifact = upload(request, thread=task_for_request(request, task_id), step=None)
@@ -327,14 +274,12 @@ class ArtifactListApi(AgentProtocolApi):
 class ArtifactDownloadApi(AgentProtocolApi):
     not_found = "artifact not found"
 
-    @extend_schema(
-        operation_id="ap_v1_artifacts_download",
-        summary="Download an artifact",
-        tags=_TAGS,
-        responses={
-            (200, "application/octet-stream"): OpenApiTypes.BINARY,
-            **error_responses(401, 404),
-        },
+    @V1.schema(
+        "ap_v1_artifacts_download",
+        "Download an artifact",
+        401,
+        404,
+        ok={(200, "application/octet-stream"): OpenApiTypes.BINARY},
     )
     def get(self, request: Request, task_id: str, artifact_id: str) -> Any:
         thread = task_for_request(request, task_id)

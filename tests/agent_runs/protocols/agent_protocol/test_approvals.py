@@ -20,6 +20,7 @@ from agent_runs.errors import InterruptClosed
 from agent_runs.models import CalendarEvent, Interrupt, Run, Step, Thread
 from agent_runs.protocols.agent_protocol.outbound import approval_step_id
 from agent_runs.services.interrupts import interrupt_answer, interrupts_expire
+from agent_runs.services.run_request import run_step_budget
 from tests.agent_runs.concurrency import at_once_behind_lock
 from tests.conftest import send, work_burst
 from tests.fake_llm import FakeOpenAI
@@ -138,7 +139,7 @@ def test_a_step_answering_the_approval_lets_the_task_go_on(alice, held, approved
     assert step["additional_output"]["interrupt_status"] == "resolved"
     assert alice.get(f"/api/tasks/{held.task_id}").json()["status"] == "running"
     went_on = Run.objects.exclude(pk=held.run.pk).get()
-    assert went_on.continues_id == held.run.pk and went_on.step_budget is None
+    assert went_on.continues_id == held.run.pk and run_step_budget(went_on) is None
     assert step["additional_output"]["answered_by"] == went_on.run_id
 
     work_burst(held.queue)
@@ -322,7 +323,7 @@ def test_the_official_set_reads_and_answers_the_approval_step_too(alice, bob, he
     assert answered.status_code == 200, answered.content
     assert answered.json()["status"] == "completed"
     # The held run ran straight through (a spec-set task): so does the run that goes on.
-    assert Run.objects.exclude(pk=held.run.pk).get().step_budget is None
+    assert run_step_budget(Run.objects.exclude(pk=held.run.pk).get()) is None
     work_burst(held.queue)
     assert alice.get(base).json()["status"] == "completed"
     assert [s["name"] for s in alice.get(f"{base}/steps").json()["steps"]] == [

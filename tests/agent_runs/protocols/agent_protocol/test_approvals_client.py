@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from agent_runs.models import CalendarEvent, Interrupt, Run
+from agent_runs.services.run_request import run_step_budget
 from tests.agent_runs.protocols.agent_protocol.test_official_client import (
     CLIENT_DIR,
     CLIENT_PYTHON,
@@ -109,6 +110,6 @@ def test_the_official_client_sees_the_approval_step_and_answers_it(alice_token, 
     assert (unknown["type"], unknown["status"]) == ("ApiException", 404)
 
     held, went_on = Run.objects.filter(thread_id=task_id).order_by("created_at")
-    assert went_on.continues_id == held.pk and went_on.step_budget is not None
+    assert went_on.continues_id == held.pk and run_step_budget(went_on) is not None
     interrupt.refresh_from_db()
     assert interrupt.answered_by_id == went_on.pk

@@ -75,7 +75,7 @@ def test_step_waits_hold_no_request_thread(server):
             for task_id in task_ids
         ]
         # Every step has let its run take a stage: each request is waiting now.
-        wait_for(lambda: Run.objects.filter(step_budget=1).count() == waits)
+        wait_for(lambda: Run.objects.filter(request__step_budget=1).count() == waits)
 
         listed = call(port, token, "GET", "/ap/v1/agent/tasks?page_size=100")
 
@@ -123,7 +123,7 @@ def test_a_step_of_a_run_cancelled_before_its_first_stage_is_a_400(server):
 
     with ThreadPoolExecutor(max_workers=1) as pool:
         step = pool.submit(call, port, token, "POST", f"/ap/v1/agent/tasks/{task_id}/steps")
-        wait_for(lambda: Run.objects.filter(step_budget=1).exists())
+        wait_for(lambda: Run.objects.filter(request__step_budget=1).exists())
         cancelled = call(port, token, "POST", f"/api/tasks/{task_id}/cancel")
         status, body = step.result(timeout=90)
 

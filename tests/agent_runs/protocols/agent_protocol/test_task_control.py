@@ -158,7 +158,7 @@ def test_a_job_does_not_park_a_run_whose_pause_was_called_off_meanwhile(alice, r
     # The job saw a pause asked for; the client called it off before the job parked.
     assert not run_park(run=run, claim_token=token, checkpoint={"next": "worker"}, done=1)
     assert Run.objects.get(pk=run.pk).status == "running"
-    Run.objects.filter(pk=run.pk).update(step_budget=2)
+    Run.objects.filter(pk=run.pk).update(request={**run.request, "step_budget": 2})
     assert not run_park(run=run, claim_token=token, checkpoint={"next": "worker"}, done=1)
     Run.objects.filter(pk=run.pk).update(pause_requested=True)
     assert run_park(run=run, claim_token=token, checkpoint={"next": "worker"}, done=1)
