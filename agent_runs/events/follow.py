@@ -155,8 +155,10 @@ class _IdleTimer:
 
     def _due(self) -> None:
         now = self._loop.time()
+        if not self._queue.empty():
+            self._last = now  # what waits for the stream is not idleness
         # (A timer may run a hair before its time.)
-        if now - self._last >= self._period - 0.001 and self._queue.empty():
+        elif now - self._last >= self._period - 0.001:
             self._queue.put_nowait(_IDLE)
             self._last = now
         self._timer = self._loop.call_at(self._last + self._period, self._due)
