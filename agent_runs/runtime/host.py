@@ -66,6 +66,15 @@ class HeldJob:
     ending: Ending | None = None
     timer: asyncio.TimerHandle | None = None
     started: float = field(default_factory=time.monotonic)
+    # Called once (``begin``), when the job's run is claimed or the job ends, whichever
+    # comes first: what its owner defers until then (a worker's bookkeeping in RQ).
+    begun: Callable[["HeldJob"], None] | None = None
+
+    def begin(self) -> None:
+        """The job's work has begun (its run is claimed) or is over: ``begun``, once."""
+        begun, self.begun = self.begun, None
+        if begun is not None:
+            begun(self)
 
 
 async def db(function: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
@@ -134,6 +143,8 @@ def claim_register(claim: Claim | None) -> None:
     held = _held.get()
     if held is not None:
         held.claim = claim
+        if claim is not None:
+            held.begin()
 
 
 class RunHost:
@@ -210,6 +221,7 @@ class RunHost:
         if held.timer is not None:
             held.timer.cancel()
         try:
+            held.begin()  # before its ending, whatever happened
             done(held, task)
         finally:
             with self._changed:

@@ -208,10 +208,19 @@ class RunWorker(SimpleWorker):
     def execute_job(self, job: Job, queue: Queue) -> None:
         """Hand the job to the loop, and register it with RQ as started on the finishing
         thread, before it is told how the job ended (this returns at once: RQ's loop takes
-        the next job while this one runs, and the run does not wait for RQ's bookkeeping)."""
+        the next job while this one runs, and the run does not wait for RQ's bookkeeping).
+        A run's job is registered once its run is claimed (``HeldJob.begin``): RQ's
+        bookkeeping took the interpreter from the run's start, a tenth of its time to its
+        first token, and the claim is what says the run is this job's."""
         job.started_at = now()
-        held = HeldJob(job_id=job.id, timeout=job.timeout or None, payload=[job, queue, None])
-        self._finisher.submit(self._register, held)
+        held = HeldJob(
+            job_id=job.id,
+            timeout=job.timeout or None,
+            payload=[job, queue, None],
+            begun=lambda begun: self._finisher.submit(self._register, begun),
+        )
+        if not inspect.iscoroutinefunction(job.func):
+            held.begin()  # not a run: no claim to wait for
         self._host.submit(held, lambda: self._perform(job), self._ended)
 
     def _register(self, held: HeldJob) -> None:

@@ -4,11 +4,12 @@ alone, a job that outlives its time cancelled, no more held than the concurrency
 import asyncio
 import threading
 import time
+import uuid
 from typing import Any
 
 import pytest
 
-from agent_runs.runtime.host import Ending, HeldJob, RunHost, current_job
+from agent_runs.runtime.host import Claim, Ending, HeldJob, RunHost, claim_register, current_job
 
 
 @pytest.fixture
@@ -126,3 +127,39 @@ def test_no_more_jobs_are_held_than_the_concurrency_allows(host: RunHost):
     assert host.wait_for_slot(timeout=2)
     for outcome in outcomes:
         assert outcome["ended"].wait(2)
+
+
+def test_a_job_begins_once_when_its_run_is_claimed_or_else_when_it_ends(host: RunHost):
+    """What a worker defers to a job's start (RQ's bookkeeping) comes once: at the claim of
+    the job's run, or at its end when it claimed none, and always before its ending."""
+    calls: list[tuple[str, str]] = []
+    claimed = threading.Event()
+    go_on = threading.Event()
+
+    async def run_job() -> None:
+        claim_register(Claim(1, uuid.uuid4()))
+        claimed.set()
+        await asyncio.get_running_loop().run_in_executor(None, go_on.wait, 5)
+        claim_register(None)
+        claim_register(Claim(1, uuid.uuid4()))  # a second claim: no second beginning
+
+    async def no_claim() -> None:
+        await asyncio.sleep(0.01)
+
+    for job_id, work in (("run", run_job), ("other", no_claim)):
+        ended = threading.Event()
+        held = HeldJob(
+            job_id=job_id, timeout=None, begun=lambda h: calls.append((h.job_id, "begun"))
+        )
+
+        def done(held: HeldJob, task: "asyncio.Future[Any]", ended=ended) -> None:
+            calls.append((held.job_id, "ended"))
+            ended.set()
+
+        host.submit(held, work, done)
+        if job_id == "run":
+            assert claimed.wait(5)
+            assert calls == [("run", "begun")]  # at its claim, while it still runs
+            go_on.set()
+        assert ended.wait(5)
+    assert calls == [("run", "begun"), ("run", "ended"), ("other", "begun"), ("other", "ended")]
