@@ -105,3 +105,38 @@ def test_an_entry_read_while_a_subscription_is_added_reaches_it(keys, settings):
         return [event_id for entry in entries for event_id in entry.ids]
 
     assert asyncio.run(subscribe_while_read()) == [7]
+
+
+class _BusyWakeHub(StreamHub):
+    """A hub whose wake-up is slow: before it ends, another stream of the same thread opens
+    and closes (a client that came and went)."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__()
+        self.key = key
+        self.visited = False
+
+    async def _wake(self) -> None:
+        if self.key in self.positions and not self.visited:
+            self.visited = True
+            (await self.subscribe(self.key)).close()
+        await super()._wake()
+
+
+def test_a_stream_that_opens_and_closes_while_another_subscribes_leaves_it_subscribed(keys):
+    async def subscribe_while_another_comes_and_goes() -> tuple[bool, bool]:
+        hub = _BusyWakeHub(keys[1])
+        other = await hub.subscribe(keys[0])  # the reader runs, blocked on another stream
+        await asyncio.sleep(0.05)
+        try:
+            subscription = await hub.subscribe(keys[1])  # it used to fail with a KeyError
+            await asyncio.sleep(0.05)
+            followed = subscription in hub.subscribers.get(keys[1], ())
+            subscription.close()
+        finally:
+            other.close()
+            await asyncio.sleep(0.05)
+            await hub.client.aclose()
+        return hub.visited, followed
+
+    assert asyncio.run(subscribe_while_another_comes_and_goes()) == (True, True)
