@@ -79,18 +79,25 @@ class StreamHub:
 
     async def subscribe(self, key: str) -> Subscription:
         """Start receiving the stream's new entries. Call before replaying from PostgreSQL:
-        an entry added after this call reaches the subscription."""
+        an entry added after this call reaches the subscription.
+
+        The subscription is added with the stream's position, nothing awaited in between:
+        an entry the reader takes after the position is the subscription's, even one taken
+        while the read is being woken (it used to go to nobody then)."""
         subscription = Subscription(self, key)
+        new_stream = False
         if key not in self.positions:
             end = await self._stream_end(key)
             if key not in self.positions:  # nobody subscribed to it meanwhile
                 self.positions[key] = end
                 self.subscribers[key] = set()
                 self._command_keys = None
-                await self._wake()
+                new_stream = True
         self.subscribers[key].add(subscription)
         if self.task is None or self.task.done():
             self.task = asyncio.get_running_loop().create_task(self._read())
+        elif new_stream:
+            self._wake_soon()  # the blocked read names the stream from its next read on
         return subscription
 
     def unsubscribe(self, subscription: Subscription) -> None:
@@ -107,9 +114,7 @@ class StreamHub:
             # stream closed was a round trip and a new read, every run). The last stream
             # closed wakes it, so the hub stops reading and its connection is free.
             if not self.subscribers:
-                wake = asyncio.get_running_loop().create_task(self._wake())
-                self.wake_tasks.add(wake)
-                wake.add_done_callback(self.wake_tasks.discard)
+                self._wake_soon()
 
     async def _read(self) -> None:
         wake_position = b"$"
@@ -193,6 +198,13 @@ class StreamHub:
         except RedisError:
             return b"0-0"
         return last[0][0] if last else b"0-0"
+
+    def _wake_soon(self) -> None:
+        """Wake the blocked read, without waiting for it (the caller has nothing to await
+        it for, and a subscriber cancelled meanwhile would be left half added)."""
+        wake = asyncio.get_running_loop().create_task(self._wake())
+        self.wake_tasks.add(wake)
+        wake.add_done_callback(self.wake_tasks.discard)
 
     async def _wake(self) -> None:
         if self.task is None or self.task.done():

@@ -62,3 +62,81 @@ def test_a_read_stopped_midway_leaves_no_reply_for_the_pools_next_command(keys):
         return bool(pong)
 
     assert asyncio.run(stop_mid_read())
+
+
+class _SlowWakeHub(StreamHub):
+    """A hub whose wake-up is slow: before it ends, an entry is added to the stream just
+    subscribed to, and the reader, woken, has read it (what a busy process may do between
+    a subscription's steps)."""
+
+    def __init__(self, key: str, writer: redis.Redis) -> None:
+        super().__init__()
+        self.key = key
+        self.writer = writer
+
+    async def _wake(self) -> None:
+        position = self.positions.get(self.key)
+        if position is None:
+            await super()._wake()
+            return
+        self.writer.xadd(self.key, {"ids": "7", "prev": "6"})
+        await super()._wake()
+        async with asyncio.timeout(2):
+            while self.positions.get(self.key) == position:
+                await asyncio.sleep(0.001)
+
+
+def test_an_entry_read_while_a_subscription_is_added_reaches_it(keys, settings):
+    writer = redis.Redis.from_url(settings.REDIS_URL)
+    writer.xadd(keys[1], {"ids": "6", "prev": "5"})  # before the subscription: not its
+
+    async def subscribe_while_read() -> list[int]:
+        hub = _SlowWakeHub(keys[1], writer)
+        other = await hub.subscribe(keys[0])  # the reader runs, blocked on another stream
+        await asyncio.sleep(0.05)
+        subscription = await hub.subscribe(keys[1])
+        try:
+            entries = await asyncio.wait_for(subscription.queue.get(), 2)
+        finally:
+            subscription.close()
+            other.close()
+            await asyncio.sleep(0.05)
+            await hub.client.aclose()
+        return [event_id for entry in entries for event_id in entry.ids]
+
+    assert asyncio.run(subscribe_while_read()) == [7]
+
+
+class _BusyWakeHub(StreamHub):
+    """A hub whose wake-up is slow: before it ends, another stream of the same thread opens
+    and closes (a client that came and went)."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__()
+        self.key = key
+        self.visited = False
+
+    async def _wake(self) -> None:
+        if self.key in self.positions and not self.visited:
+            self.visited = True
+            (await self.subscribe(self.key)).close()
+        await super()._wake()
+
+
+def test_a_stream_that_opens_and_closes_while_another_subscribes_leaves_it_subscribed(keys):
+    async def subscribe_while_another_comes_and_goes() -> tuple[bool, bool]:
+        hub = _BusyWakeHub(keys[1])
+        other = await hub.subscribe(keys[0])  # the reader runs, blocked on another stream
+        await asyncio.sleep(0.05)
+        try:
+            subscription = await hub.subscribe(keys[1])  # it used to fail with a KeyError
+            await asyncio.sleep(0.05)
+            followed = subscription in hub.subscribers.get(keys[1], ())
+            subscription.close()
+        finally:
+            other.close()
+            await asyncio.sleep(0.05)
+            await hub.client.aclose()
+        return hub.visited, followed
+
+    assert asyncio.run(subscribe_while_another_comes_and_goes()) == (True, True)

@@ -4,6 +4,7 @@ client disconnect that cancels the run. Over real HTTP against daphne, with a re
 process running the jobs."""
 
 import json
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -18,7 +19,7 @@ from agent_runs.protocols.agui.stream import ClientForm
 from agent_runs.services.lifecycle import run_cancel
 from billing.models import UsageRecord
 from billing.selectors import format_cost, run_usage_summary
-from tests.agent_runs.sse import SseStream, post_sse
+from tests.agent_runs.sse import SseStream, post_sse, read_sse
 from tests.billing.conftest import price_entry
 from tests.conftest import run_input, start_worker, stop_process, wait_for
 from tests.fake_llm import FakeOpenAI
@@ -104,6 +105,39 @@ def test_a_post_asking_for_the_event_stream_is_answered_with_the_run_s_events(
     assert "TOOL_CALL_RESULT" in stream.types
     assert b"\r" not in stream.body  # frames split on "\n\n" only (HttpAgent's framing)
     assert Run.objects.get(run_id=body["runId"]).status == Run.Status.COMPLETED
+
+
+def test_back_to_back_runs_of_a_thread_each_stream_every_event_from_its_run_started(
+    alice_token, daphne_port, worker
+):
+    """The quick start's curl pasted again and again (a thread's runs one after the other),
+    each run also followed by a GET stream opened while it starts: every stream, from the
+    first frame, is its run's stored events, all of them, in order."""
+    thread_id = run_input()["threadId"]
+    followers: list[tuple[str, SseStream]] = []
+
+    def follow(run_id: str) -> None:
+        deadline = time.monotonic() + 10
+        stream = read_sse(daphne_port, thread_id, token=alice_token, query={"runId": run_id})
+        while stream.status == 404 and time.monotonic() < deadline:  # not stored yet
+            stream = read_sse(daphne_port, thread_id, token=alice_token, query={"runId": run_id})
+        followers.append((run_id, stream))
+
+    posted = []
+    for turn in range(20):
+        body = run_input(threadId=thread_id)
+        following = threading.Thread(target=follow, args=(body["runId"],))
+        if turn % 2:
+            following.start()
+        posted.append((body["runId"], post_sse(daphne_port, RUNS, body, token=alice_token)))
+        if turn % 2:
+            following.join()
+
+    assert len(followers) == 10
+    for run_id, stream in posted + followers:
+        assert stream.status == 200, stream.body
+        assert sent(stream) == journal(run_id), run_id
+        assert stream.types[0] == "RUN_STARTED" and stream.types[-1] == "RUN_FINISHED"
 
 
 def test_a_post_asking_for_json_is_still_accepted_with_202(alice, daphne_port, redis_queue):
