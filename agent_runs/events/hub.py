@@ -188,7 +188,9 @@ class StreamHub:
                 subscription.deliver(RESET)
         await asyncio.sleep(_RETRY_SECONDS)
         for key in list(self.positions):
-            self.positions[key] = await self._stream_end(key)
+            end = await self._stream_end(key)
+            if key in self.positions:  # its last subscriber may have left meanwhile
+                self.positions[key] = end
 
     async def _stream_end(self, key: str) -> bytes:
         """The id of the stream's last entry ("0-0" when there is none, or Redis is down):

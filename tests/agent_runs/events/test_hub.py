@@ -140,3 +140,35 @@ def test_a_stream_that_opens_and_closes_while_another_subscribes_leaves_it_subsc
         return hub.visited, followed
 
     assert asyncio.run(subscribe_while_another_comes_and_goes()) == (True, True)
+
+
+def test_a_stream_left_while_the_hub_resets_is_not_followed_again(keys, monkeypatch):
+    """After a failed read the hub looks up where each followed stream ends: a stream whose
+    last subscriber left meanwhile is not taken back (a later subscriber would have found
+    it followed by nobody)."""
+    monkeypatch.setattr("agent_runs.events.hub._RETRY_SECONDS", 0)
+
+    async def reset_while_leaving() -> tuple[bool, bool]:
+        hub = StreamHub()
+        subscription = await hub.subscribe(keys[0])
+        looking = asyncio.Event()
+        stream_end = hub._stream_end
+
+        async def looked_up(key: str) -> bytes:
+            looking.set()
+            return await stream_end(key)
+
+        hub._stream_end = looked_up  # type: ignore[method-assign]
+        reset = asyncio.create_task(hub._reset_all())
+        await looking.wait()
+        subscription.close()  # its last subscriber leaves while the hub looks it up
+        await reset
+        followed = keys[0] in hub.positions
+        again = await hub.subscribe(keys[0])
+        subscribed = again in hub.subscribers[keys[0]]
+        again.close()
+        await asyncio.sleep(0.05)
+        await hub.client.aclose()
+        return followed, subscribed
+
+    assert asyncio.run(reset_while_leaving()) == (False, True)
