@@ -5,7 +5,8 @@ the executor would never be checked again).
 
 And models read by a raw statement (a run's hot path writes and reads in one statement where
 the ORM would take several, or compile each again): ``columns_sql`` and ``model_from_row``,
-``db_value`` for one column."""
+``db_value`` for one column; reads that do not depend on one another in one round trip
+(``rows_together``)."""
 
 import json
 from collections.abc import Callable, Sequence
@@ -98,3 +99,26 @@ def db_param(model: type[Model], field_name: str, value: Any) -> Any:
     field = model._meta.get_field(field_name)
     target: Any = getattr(field, "target_field", field)
     return target.get_db_prep_value(value, db_connection)
+
+
+def rows_together(statements: Sequence[tuple[str, Sequence[Any]]]) -> list[list[tuple[Any, ...]]]:
+    """Each statement's rows, the statements sent at once on PostgreSQL (its pipeline mode:
+    one round trip for all, where each took one of its own), one after another elsewhere.
+    For reads that do not depend on one another: an error is raised once all were sent."""
+    if db_connection.vendor != "postgresql":
+        found = []
+        for sql, params in statements:
+            with db_connection.cursor() as cursor:
+                cursor.execute(sql, params)
+                found.append(cursor.fetchall())
+        return found
+    db_connection.ensure_connection()
+    cursors = [db_connection.cursor() for _ in statements]
+    try:
+        with db_connection.connection.pipeline():
+            for cursor, (sql, params) in zip(cursors, statements, strict=True):
+                cursor.execute(sql, params)
+        return [cursor.fetchall() for cursor in cursors]
+    finally:
+        for cursor in cursors:
+            cursor.close()

@@ -46,7 +46,7 @@ from agent_runs.runtime.host import db, db_retried, raise_if_cancelled
 from agent_runs.runtime.tools.context import ToolContext
 from agent_runs.runtime.tools.registry import tools_for
 from agent_runs.runtime.usage import RunUsage
-from agent_runs.selectors.context import context_messages_for, run_user_message
+from agent_runs.selectors.context import turn_reads
 from agent_runs.selectors.interrupts import (
     HeldReply,
     held_reply_for,
@@ -105,17 +105,18 @@ class RunTurn:
     closing: StepEnd | None = None
 
     @classmethod
-    def prepare(
-        cls,
-        *,
-        run: Run,
-        emitter: RunEventEmitter,
-        memory_notes: str,
-    ) -> "RunTurn":
+    def prepare(cls, *, run: Run, emitter: RunEventEmitter) -> "RunTurn":
         """The turn of a run, with what its stages read (from a database thread)."""
         held = held_reply_for(run=run)
         billing = ports.billing()
-        user_message = run_user_message(run_pk=held.user_run_pk if held else run.pk)
+        reads = turn_reads(
+            user_run_pk=held.user_run_pk if held else run.pk,
+            thread_id=run.thread_id,
+            user_id=run.thread.owner_id,
+            memory_limit=settings.AGENT_MEMORY_MAX_ITEMS,
+            consumers=[Visibility.ROUTER, Visibility.WORKER],
+            token_budget=settings.AGENT_CONTEXT_TOKEN_BUDGET,
+        )
         configs: dict[str, StageConfig | Exception] = {}
         for stage in (Stage.ROUTER, Stage.WORKER, Stage.MEMORY):
             try:
@@ -125,15 +126,10 @@ class RunTurn:
         return cls(
             run=run,
             emitter=emitter,
-            user_message=user_message,
-            memory_notes=memory_notes,
+            user_message=reads.user_message,
+            memory_notes=reads.memory_notes,
             usage=RunUsage(run=run),
-            contexts=context_messages_for(
-                thread_id=run.thread_id,
-                before_seq=user_message.seq,
-                consumers=[Visibility.ROUTER, Visibility.WORKER],
-                token_budget=settings.AGENT_CONTEXT_TOKEN_BUDGET,
-            ),
+            contexts=reads.contexts,
             configs=configs,
             held=held,
             limits=billing.user_limits(user_id=run.thread.owner_id),

@@ -3,11 +3,12 @@ about the user."""
 
 import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from django.db import connection
 
-from agent_runs.db import columns_sql, db_param, json_column, model_from_row
+from agent_runs.db import columns_sql, db_param, json_column, model_from_row, rows_together
 from agent_runs.models import Message, Run, UserMemory, Visibility
 
 
@@ -24,23 +25,65 @@ def context_messages_for(
     content) oldest first: the newest that fit in ``token_budget`` (about four characters a
     token). One query for all the consumers. A tool result becomes an assistant note naming
     the tool, since a model's context takes tool results only right after its own calls."""
+    sql, params = _context_statement(thread_id, _BEFORE_SEQ, [before_seq], consumers)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        rows = cursor.fetchall()
+    return {consumer: _context_of(rows, consumer, token_budget) for consumer in consumers}
+
+
+@dataclass(frozen=True)
+class TurnReads:
+    """What a run's job reads as it starts."""
+
+    memory_notes: str
+    user_message: Message
+    contexts: dict[Visibility, list[tuple[str, str]]]
+
+
+def turn_reads(
+    *,
+    user_run_pk: int,
+    thread_id: uuid.UUID,
+    user_id: int,
+    memory_limit: int,
+    consumers: Sequence[Visibility],
+    token_budget: int,
+) -> TurnReads:
+    """What a run's job reads as it starts, in one round trip (``rows_together``): what the
+    memory stage kept about the user (``user_memory_notes``), the user message the run
+    answers (the one of the run ``user_run_pk``: ``run_user_message``), and the earlier
+    messages each consumer may see, those before that message (``context_messages_for``)."""
+    user = Message.Role.USER.value
+    memory, messages, context = rows_together(
+        [
+            (_MEMORY_ROWS, [user_id, memory_limit]),
+            (_RUN_USER_MESSAGE, [user_run_pk, user]),
+            _context_statement(thread_id, _BEFORE_RUN_USER_MESSAGE, [user_run_pk, user], consumers),
+        ]
+    )
+    return TurnReads(
+        memory_notes=_memory_notes(memory),
+        user_message=_user_message(user_run_pk, messages),
+        contexts={consumer: _context_of(context, consumer, token_budget) for consumer in consumers},
+    )
+
+
+def _context_statement(
+    thread_id: uuid.UUID, before: str, before_params: list[Any], consumers: Sequence[Visibility]
+) -> tuple[str, list[Any]]:
     any_of = 0
     for consumer in consumers:
         any_of |= int(consumer)
     roles = (Message.Role.USER, Message.Role.ASSISTANT, Message.Role.TOOL)
-    with connection.cursor() as cursor:
-        cursor.execute(
-            _CONTEXT_ROWS,
-            [
-                db_param(Message, "thread", thread_id),
-                before_seq,
-                *roles,
-                any_of,
-                _CONTEXT_MESSAGES_MAX * len(consumers),
-            ],
-        )
-        rows = cursor.fetchall()
-    return {consumer: _context_of(rows, consumer, token_budget) for consumer in consumers}
+    params = [
+        db_param(Message, "thread", thread_id),
+        *before_params,
+        *roles,
+        any_of,
+        _CONTEXT_MESSAGES_MAX * len(consumers),
+    ]
+    return _CONTEXT_ROWS.format(before=before), params
 
 
 def _context_of(
@@ -70,10 +113,15 @@ _CONTEXT_MESSAGES_MAX = 200
 # A message of a run cancelled by a multitask ``rollback`` has left the conversation.
 _CONTEXT_ROWS = (
     f"SELECT m.role, m.content, m.metadata, m.visibility_mask FROM {Message._meta.db_table} "
-    "AS m WHERE m.thread_id = %s AND m.seq < %s AND m.role IN (%s, %s, %s) "
+    "AS m WHERE m.thread_id = %s AND m.seq < {before} AND m.role IN (%s, %s, %s) "
     "AND (m.visibility_mask & %s) > 0 AND NOT EXISTS (SELECT 1 FROM "
     f"{Run._meta.db_table} AS r WHERE r.id = m.run_id AND r.rolled_back) "
     "ORDER BY m.seq DESC LIMIT %s"
+)
+_BEFORE_SEQ = "%s"
+# Before the user message of a run (none: no context; two: its job fails on reading them).
+_BEFORE_RUN_USER_MESSAGE = (
+    f"(SELECT min(u.seq) FROM {Message._meta.db_table} AS u WHERE u.run_id = %s AND u.role = %s)"
 )
 _MEMORY_ROWS = (
     f"SELECT id, kind, content FROM {UserMemory._meta.db_table} WHERE owner_id = %s "
@@ -85,20 +133,14 @@ _RUN_USER_MESSAGE = (
 )
 
 
-def user_memory_notes(*, user_id: int, limit: int) -> str:
+def _memory_notes(rows: Sequence[tuple[Any, ...]]) -> str:
     """What the memory stage kept about the user, newest first, as prompt lines
     (``[id] kind: content``); empty when nothing is kept."""
-    with connection.cursor() as cursor:
-        cursor.execute(_MEMORY_ROWS, [user_id, limit])
-        rows = cursor.fetchall()
     return "\n".join(f"[{pk}] {kind}: {content}" for pk, kind, content in rows)
 
 
-def run_user_message(*, run_pk: int) -> Message:
+def _user_message(run_pk: int, rows: Sequence[tuple[Any, ...]]) -> Message:
     """The user message a run answers (``Message.DoesNotExist`` when it has none)."""
-    with connection.cursor() as cursor:
-        cursor.execute(_RUN_USER_MESSAGE, [run_pk, Message.Role.USER.value])
-        rows = cursor.fetchall()
     if not rows:
         raise Message.DoesNotExist(f"run {run_pk} has no user message")
     if len(rows) > 1:

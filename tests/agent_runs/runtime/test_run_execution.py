@@ -88,7 +88,14 @@ def test_a_run_that_fails_is_marked_failed_with_its_error_kept(alice, redis_queu
     run.refresh_from_db()
     assert run.status == Run.Status.FAILED
     assert "DoesNotExist" in run.error
-    assert run.finished_at is not None
+    assert run.finished_at is not None and run.started_at is not None
+    # Its opening was rolled back whole (no step begun), the run claimed alone, and the job
+    # failed it after the RUN_STARTED that says so.
+    assert list(run.events.order_by("seq").values_list("type", flat=True)) == [
+        "RUN_STARTED",
+        "RUN_ERROR",
+    ]
+    assert not run.steps.exists()
 
 
 def test_a_run_whose_job_was_lost_with_redis_is_recovered_by_the_next_worker(alice, redis_queue):

@@ -75,3 +75,57 @@ def test_each_stage_reads_only_the_messages_its_visibility_bit_allows(alice, red
         3,
         4,
     ]
+
+
+def test_a_job_reads_its_turn_in_one_go_the_context_before_the_message_it_answers(
+    alice, redis_queue
+):
+    """``turn_reads``: the user's memory notes, the run's user message, and the earlier
+    messages, only those before that message (a later run's are not its context)."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from agent_runs.models import Run, UserMemory, Visibility
+    from agent_runs.selectors.context import turn_reads
+
+    first = run_input(messages=[{"id": "m1", "role": "user", "content": "first"}])
+    post_run(alice, first)
+    second = run_input(
+        threadId=first["threadId"], messages=[{"id": "m2", "role": "user", "content": "second"}]
+    )
+    post_run(alice, second)
+    post_run(
+        alice,
+        run_input(
+            threadId=first["threadId"], messages=[{"id": "m3", "role": "user", "content": "third"}]
+        ),
+    )
+    run = Run.objects.select_related("thread").get(run_id=second["runId"])
+    UserMemory.objects.create(owner_id=run.thread.owner_id, kind="fact", content="likes tea")
+
+    with CaptureQueriesContext(connection) as queries:
+        reads = turn_reads(
+            user_run_pk=run.pk,
+            thread_id=run.thread_id,
+            user_id=run.thread.owner_id,
+            memory_limit=10,
+            consumers=[Visibility.ROUTER, Visibility.WORKER],
+            token_budget=1000,
+        )
+
+    assert len(queries) == 3
+    assert reads.user_message.content == "second" and reads.user_message.run_id == run.pk
+    assert reads.memory_notes.endswith("fact: likes tea")
+    for consumer in (Visibility.ROUTER, Visibility.WORKER):
+        assert [text for _role, text in reads.contexts[consumer]] == ["first"]
+
+    Message.objects.filter(run=run).delete()
+    with pytest.raises(Message.DoesNotExist):
+        turn_reads(
+            user_run_pk=run.pk,
+            thread_id=run.thread_id,
+            user_id=run.thread.owner_id,
+            memory_limit=10,
+            consumers=[Visibility.WORKER],
+            token_budget=1000,
+        )
