@@ -68,7 +68,7 @@ class HeldJob:
     started: float = field(default_factory=time.monotonic)
     # Called once (``begin``), when the job's run is claimed or the job ends, whichever
     # comes first: what its owner defers until then (a worker's bookkeeping in RQ).
-    begun: Callable[["HeldJob"], None] | None = None
+    begun: Callable[["HeldJob"], object] | None = None
 
     def begin(self) -> None:
         """The job's work has begun (its run is claimed) or is over: ``begun``, once."""

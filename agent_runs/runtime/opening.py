@@ -31,7 +31,7 @@ def run_claim_and_open(
 ) -> tuple[Run, RunEventEmitter, "Opening | Exception"] | None:
     """In one transaction, on one trip to a database thread: claim the run and load it
     with its emitter; read what its stages share, start its first stage's step and write
-    its ``RUN_STARTED`` (or ``run_resumed``) and that STEP_STARTED (``run_open``). When the
+    its ``RUN_STARTED`` (or ``run_resumed``) and that ``STEP_STARTED`` (``run_open``). When the
     opening fails, all of it is rolled back and the run is claimed alone, in a transaction
     of its own: the failure is the job's to fail the run with (a savepoint between the claim
     and the opening was two round trips more for every run). ``None`` when the run is not
