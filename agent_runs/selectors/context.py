@@ -6,30 +6,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import connection
-
 from agent_runs.db import columns_sql, db_param, json_column, model_from_row, rows_together
 from agent_runs.models import Message, Run, UserMemory, Visibility
-
-
-def context_messages_for(
-    *,
-    thread_id: uuid.UUID,
-    before_seq: int,
-    consumers: Sequence[Visibility],
-    token_budget: int,
-) -> dict[Visibility, list[tuple[str, str]]]:
-    """The thread's earlier messages that each consumer (a stage of the run) may see
-    (docs/spec/sse-events-and-usage.md, section 8: its bit of ``visibility_mask``; never
-    those of a run rolled back, docs/protocols/multitask.md), as (role,
-    content) oldest first: the newest that fit in ``token_budget`` (about four characters a
-    token). One query for all the consumers. A tool result becomes an assistant note naming
-    the tool, since a model's context takes tool results only right after its own calls."""
-    sql, params = _context_statement(thread_id, _BEFORE_SEQ, [before_seq], consumers)
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        rows = cursor.fetchall()
-    return {consumer: _context_of(rows, consumer, token_budget) for consumer in consumers}
 
 
 @dataclass(frozen=True)
@@ -51,15 +29,20 @@ def turn_reads(
     token_budget: int,
 ) -> TurnReads:
     """What a run's job reads as it starts, in one round trip (``rows_together``): what the
-    memory stage kept about the user (``user_memory_notes``), the user message the run
-    answers (the one of the run ``user_run_pk``: ``run_user_message``), and the earlier
-    messages each consumer may see, those before that message (``context_messages_for``)."""
+    memory stage kept about the user, newest first (as prompt lines), the user message the
+    run answers (the one of the run ``user_run_pk``), and the thread's earlier messages,
+    those before that message, that each consumer (a stage of the run) may see
+    (docs/spec/sse-events-and-usage.md, section 8: its bit of ``visibility_mask``; never
+    those of a run rolled back, docs/protocols/multitask.md), as (role, content) oldest
+    first: the newest that fit in ``token_budget`` (about four characters a token), one
+    query for all the consumers. A tool result becomes an assistant note naming the tool,
+    since a model's context takes tool results only right after its own calls."""
     user = Message.Role.USER.value
     memory, messages, context = rows_together(
         [
             (_MEMORY_ROWS, [user_id, memory_limit]),
             (_RUN_USER_MESSAGE, [user_run_pk, user]),
-            _context_statement(thread_id, _BEFORE_RUN_USER_MESSAGE, [user_run_pk, user], consumers),
+            _context_statement(thread_id, user_run_pk, consumers),
         ]
     )
     return TurnReads(
@@ -70,7 +53,7 @@ def turn_reads(
 
 
 def _context_statement(
-    thread_id: uuid.UUID, before: str, before_params: list[Any], consumers: Sequence[Visibility]
+    thread_id: uuid.UUID, user_run_pk: int, consumers: Sequence[Visibility]
 ) -> tuple[str, list[Any]]:
     any_of = 0
     for consumer in consumers:
@@ -78,12 +61,13 @@ def _context_statement(
     roles = (Message.Role.USER, Message.Role.ASSISTANT, Message.Role.TOOL)
     params = [
         db_param(Message, "thread", thread_id),
-        *before_params,
+        user_run_pk,
+        Message.Role.USER.value,
         *roles,
         any_of,
         _CONTEXT_MESSAGES_MAX * len(consumers),
     ]
-    return _CONTEXT_ROWS.format(before=before), params
+    return _CONTEXT_ROWS, params
 
 
 def _context_of(
@@ -113,15 +97,13 @@ _CONTEXT_MESSAGES_MAX = 200
 # A message of a run cancelled by a multitask ``rollback`` has left the conversation.
 _CONTEXT_ROWS = (
     f"SELECT m.role, m.content, m.metadata, m.visibility_mask FROM {Message._meta.db_table} "
-    "AS m WHERE m.thread_id = %s AND m.seq < {before} AND m.role IN (%s, %s, %s) "
+    "AS m WHERE m.thread_id = %s AND m.seq < ("
+    # Before the user message of the run (none: no context; two: its job fails reading them).
+    f"SELECT min(u.seq) FROM {Message._meta.db_table} AS u WHERE u.run_id = %s AND u.role = %s"
+    ") AND m.role IN (%s, %s, %s) "
     "AND (m.visibility_mask & %s) > 0 AND NOT EXISTS (SELECT 1 FROM "
     f"{Run._meta.db_table} AS r WHERE r.id = m.run_id AND r.rolled_back) "
     "ORDER BY m.seq DESC LIMIT %s"
-)
-_BEFORE_SEQ = "%s"
-# Before the user message of a run (none: no context; two: its job fails on reading them).
-_BEFORE_RUN_USER_MESSAGE = (
-    f"(SELECT min(u.seq) FROM {Message._meta.db_table} AS u WHERE u.run_id = %s AND u.role = %s)"
 )
 _MEMORY_ROWS = (
     f"SELECT id, kind, content FROM {UserMemory._meta.db_table} WHERE owner_id = %s "

@@ -9,29 +9,38 @@ from tests.conftest import post_run, run_input
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.integration]
 
 
+def reads_of(run_id: str, consumers, token_budget: int = 1000):
+    """What the job of the run ``run_id`` reads as it starts."""
+    from agent_runs.models import Run
+    from agent_runs.selectors.context import turn_reads
+
+    run = Run.objects.select_related("thread").get(run_id=run_id)
+    return turn_reads(
+        user_run_pk=run.pk,
+        thread_id=run.thread_id,
+        user_id=run.thread.owner_id,
+        memory_limit=10,
+        consumers=consumers,
+        token_budget=token_budget,
+    )
+
+
 def test_context_keeps_the_newest_turns_that_fit_the_budget(alice, redis_queue):
     from agent_runs.models import Visibility
-    from agent_runs.selectors.context import context_messages_for
 
     body = run_input(messages=[{"id": "m1", "role": "user", "content": "x" * 400}])
     post_run(alice, body)
-    for index, text in enumerate(["second", "third"], start=2):
-        post_run(
-            alice,
-            run_input(
-                threadId=body["threadId"],
-                messages=[{"id": f"m{index}", "role": "user", "content": text}],
-            ),
+    for index, text in enumerate(["second", "third", "fourth"], start=2):
+        last = run_input(
+            threadId=body["threadId"],
+            messages=[{"id": f"m{index}", "role": "user", "content": text}],
         )
-    last_seq = Message.objects.filter(thread_id=body["threadId"]).count() + 1
+        post_run(alice, last)
 
     everything, newest = (
-        context_messages_for(
-            thread_id=body["threadId"],
-            before_seq=last_seq,
-            consumers=[Visibility.WORKER],
-            token_budget=budget,
-        )[Visibility.WORKER]
+        reads_of(last["runId"], [Visibility.WORKER], token_budget=budget).contexts[
+            Visibility.WORKER
+        ]
         for budget in (1000, 50)
     )
 
@@ -45,7 +54,6 @@ def test_each_stage_reads_only_the_messages_its_visibility_bit_allows(alice, red
     from django.contrib.auth import get_user_model
 
     from agent_runs.models import Thread, Visibility
-    from agent_runs.selectors.context import context_messages_for
     from agent_runs.services.messages import MessageDraft, messages_append
 
     thread = Thread.objects.create(owner=get_user_model().objects.get(username="alice"))
@@ -59,22 +67,19 @@ def test_each_stage_reads_only_the_messages_its_visibility_bit_allows(alice, red
         ]
     ]
     messages_append(thread=thread, run=None, drafts=drafts)
-
-    contexts = context_messages_for(
-        thread_id=thread.id,
-        before_seq=thread.last_seq + 1,
-        consumers=[Visibility.ROUTER, Visibility.WORKER],
-        token_budget=1000,
-    )
-
-    assert [text for _role, text in contexts[Visibility.ROUTER]] == ["for the router", "for both"]
-    assert [text for _role, text in contexts[Visibility.WORKER]] == ["for the worker", "for both"]
     assert list(Message.objects.filter(thread=thread).values_list("seq", flat=True)) == [
         1,
         2,
         3,
         4,
     ]
+    body = run_input(threadId=str(thread.id))
+    post_run(alice, body)
+
+    contexts = reads_of(body["runId"], [Visibility.ROUTER, Visibility.WORKER]).contexts
+
+    assert [text for _role, text in contexts[Visibility.ROUTER]] == ["for the router", "for both"]
+    assert [text for _role, text in contexts[Visibility.WORKER]] == ["for the worker", "for both"]
 
 
 def test_a_job_reads_its_turn_in_one_go_the_context_before_the_message_it_answers(
