@@ -224,11 +224,12 @@ async def _stage_run(
 
 def _run_finish(run: Run, turn: RunTurn) -> None:
     """The run completed: its last model calls' usage recorded (before its terminal event:
-    the usage a run's end reports is what was recorded by then), its last stage's step
-    ended, its ``RUN_FINISHED`` written and the run marked completed, in one transaction."""
+    the usage a run's end reports is what was recorded by then; each record on its own,
+    ``RunUsage.store_kept``), then its last stage's step ended, its ``RUN_FINISHED`` written
+    and the run marked completed, in one transaction."""
+    turn.usage.store_kept()
     with transaction.atomic():
         thread_lock_for_job(thread_id=run.thread_id)
-        turn.usage.store_kept()
         turn.step_closing()
         turn.emitter.emit(RunFinishedEvent(thread_id=str(run.thread_id), run_id=run.run_id))
         if not run_complete(run=run, claim_token=turn.claim_token):

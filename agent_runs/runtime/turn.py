@@ -258,10 +258,10 @@ class RunTurn:
         await db_retried(self._boundary, ended, then)
 
     def _boundary(self, ended: StepEnd, then: StepBegin | None) -> None:
+        self.usage.store_kept()  # on their own (``RunUsage.store_kept``), before the steps
         with self.emitter.rewound_on_failure(), transaction.atomic():
             thread_lock_for_job(thread_id=self.run.thread_id)
             self.emitter.emit_here(self.step_advance(ended, then))
-            self.usage.store_kept()
 
     def step_advance(self, ended: StepEnd, then: StepBegin | None) -> list[BaseEvent]:
         """A stage boundary's rows (on a database thread, in the caller's transaction): the

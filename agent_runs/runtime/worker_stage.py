@@ -201,12 +201,14 @@ def _answer_store(
     ended: StepEnd | None,
     then: StepBegin | None,
 ) -> None:
-    """In one transaction (one trip to a database thread, one commit): store the worker's
-    tool results and answer (and, where the run keeps it, the answer as a file artifact),
-    end its step (``ended``; the next begun), and write the answer's end (the run's usage
-    so far, the owner's locale) and the steps' events: a client that sees the answer's end
-    finds the message stored."""
+    """In one trip to a database thread: the usage of the worker's model calls recorded
+    (``RunUsage.store_kept``), then, in one transaction, store the worker's tool results and
+    answer (and, where the run keeps it, the answer as a file artifact), end its step
+    (``ended``; the next begun), and write the answer's end (the run's usage so far, the
+    owner's locale) and the steps' events: a client that sees the answer's end finds the
+    message stored."""
     run = turn.run
+    turn.usage.store_kept()
     with turn.emitter.rewound_on_failure(), transaction.atomic():
         thread_lock_for_job(thread_id=run.thread_id)
         run_stage_messages_store(
@@ -232,7 +234,7 @@ def _answer_store(
                 output,
                 state,
                 digest=turn.billing.run_usage_digest(
-                    run=run, any_records=turn.usage.store_kept() + turn.usage.recorded_calls > 0
+                    run=run, any_records=turn.usage.recorded_calls > 0
                 ),
                 locale=user_locale(user_profile_settings(user_id=run.thread.owner_id)),
             )
