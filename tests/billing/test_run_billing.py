@@ -1,11 +1,18 @@
 """Runs through a real worker against the loopback provider end with their model calls
 recorded and priced (docs/spec/sse-events-and-usage.md, 3.4 and 5), failed runs included."""
 
+import uuid
+from collections.abc import Callable
 from decimal import Decimal
 
+import psycopg
 import pytest
+from django.db import connection, transaction
 
 from agent_runs.models import Run, RunEvent
+from agent_runs.runtime import execution, turn, worker_stage
+from agent_runs.runtime.usage import RunUsage
+from agent_runs.services.steps import thread_lock_for_job
 from billing.models import UsageRecord
 from billing.selectors import run_usage_summary
 from tests.billing.conftest import DEEPSEEK_COST, DEEPSEEK_METADATA, price_entry
@@ -58,6 +65,45 @@ def test_a_run_records_and_prices_every_model_call(alice, redis_queue, deepseek)
     assert end["promptCacheMissTokens"] == 352
     assert end["costSource"] == "catalog_fallback" and end["usageComplete"] is True
     assert not {"cost", "inputTokens", "outputTokens", "latencyMs", "model"} & set(end)
+
+
+def test_a_stage_s_usage_is_committed_before_the_transaction_that_ends_it(
+    alice, redis_queue, deepseek, monkeypatch
+):
+    """A record adds to its model's and its owner's day totals, rows every run of them shares:
+    recorded in the transaction that ends a stage, it kept them locked, and every other
+    run's records waiting, until that commit. Each is committed before: another connection
+    sees it when the transaction begins (it takes the thread's lock first)."""
+    seen: list[int] = []
+    for module in (turn, worker_stage, execution):
+        monkeypatch.setattr(module, "thread_lock_for_job", _looking_first(seen))
+    price_entry(DEEPSEEK, (None, "0.00000028", "0.00000042", "0.000000028"))
+    post_run(alice, run_input())
+    work_burst(redis_queue)
+
+    run = Run.objects.get()
+    assert run.status == Run.Status.COMPLETED, run.error
+    # The router's end, the worker's answer, the run's end: each with its stage's record.
+    assert seen == [1, 2, 3]
+
+
+def _looking_first(seen: list[int]) -> Callable[..., None]:
+    def lock(*, thread_id: uuid.UUID) -> None:
+        params = connection.get_connection_params()
+        params.pop("cursor_factory", None)
+        with psycopg.connect(**params) as other:
+            counted = other.execute("SELECT count(*) FROM billing_usagerecord").fetchone()
+        seen.append(counted[0] if counted else 0)
+        thread_lock_for_job(thread_id=thread_id)
+
+    return lock
+
+
+def test_usage_is_not_recorded_inside_a_caller_s_transaction(alice, redis_queue, deepseek):
+    post_run(alice, run_input())
+    usage = RunUsage(run=Run.objects.get())
+    with transaction.atomic(), pytest.raises(RuntimeError, match="outside the caller"):
+        usage.store_kept()
 
 
 def test_a_failed_run_is_billed_for_the_calls_it_made(alice, redis_queue, deepseek, settings):
