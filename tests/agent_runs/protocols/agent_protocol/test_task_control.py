@@ -10,6 +10,7 @@ from rq.job import Job, JobStatus
 from agent_runs.models import Run, RunEvent, Step
 from agent_runs.services.lifecycle import run_park
 from agent_runs.services.run_claim import run_claim
+from agent_runs.services.run_request import STEP_BUDGET_KEY
 from tests.conftest import send, start_worker, stop_process, wait_for
 from tests.fake_llm import FakeOpenAI
 
@@ -165,3 +166,22 @@ def test_a_job_does_not_park_a_run_whose_pause_was_called_off_meanwhile(alice, r
     parked = Run.objects.get(pk=run.pk)
     assert parked.status == "paused" and parked.claim_token is None
     assert parked.checkpoint == {"next": "worker"} and not parked.pause_requested
+
+
+def test_no_model_call_goes_out_for_a_stage_the_run_s_step_budget_leaves_out(alice, redis_queue):
+    """A run that may run one stage (a step-by-step client's) parks after its router, and
+    no model call goes out for the worker."""
+    with FakeOpenAI() as model:
+        task_id = create_task(alice)
+        run = Run.objects.get(thread_id=task_id)
+        Run.objects.filter(pk=run.pk).update(request={**run.request, STEP_BUDGET_KEY: 1})
+        worker = model_worker(model)
+        try:
+            wait_for(lambda: Run.objects.get(pk=run.pk).status == "paused")
+            time.sleep(0.3)
+        finally:
+            stop_process(worker)
+    assert len(model.requests) == len(router_calls(model)) == 1
+    assert {step.name: step.status for step in Step.objects.filter(run=run)} == {
+        "router": "completed"
+    }
