@@ -131,7 +131,8 @@ async def _run_job(run: Run, emitter: RunEventEmitter, opening: Opening | Except
     finally:
         await emitter.settle_async()  # the job's writes are all made when it ends
         await _usage_settle(opening)
-        await db_retried(run_dispatch_next, thread_id=run.thread_id)
+        if not (isinstance(opening, Opening) and opening.turn.passed_on):
+            await db_retried(run_dispatch_next, thread_id=run.thread_id)
 
 
 async def _usage_settle(opening: Opening | Exception) -> None:
@@ -226,7 +227,10 @@ def _run_finish(run: Run, turn: RunTurn) -> None:
     """The run completed: its last model calls' usage recorded (before its terminal event:
     the usage a run's end reports is what was recorded by then; each record on its own,
     ``RunUsage.store_kept``), then its last stage's step ended, its ``RUN_FINISHED`` written
-    and the run marked completed, in one transaction."""
+    and the run marked completed, in one transaction. Then, on the same trip to a database
+    thread, the thread's turn passes on (``run_dispatch_next``; what fails of it, the job's
+    end tries again): under load a trip waits for a thread, and the job holds its slot in
+    the worker until it ends."""
     turn.usage.store_kept()
     with transaction.atomic():
         thread_lock_for_job(thread_id=run.thread_id)
@@ -234,6 +238,12 @@ def _run_finish(run: Run, turn: RunTurn) -> None:
         turn.emitter.emit(RunFinishedEvent(thread_id=str(run.thread_id), run_id=run.run_id))
         if not run_complete(run=run, claim_token=turn.claim_token):
             raise RunNoLongerRunning(run.pk)
+    try:
+        run_dispatch_next(thread_id=run.thread_id)
+    except DatabaseError:
+        logger.warning("run %s: passing its thread's turn on failed", run.pk, exc_info=True)
+    else:
+        turn.passed_on = True
 
 
 async def _park_if_asked(turn: RunTurn, checkpoint: Checkpoint, *, done: int) -> bool:

@@ -103,6 +103,8 @@ class RunTurn:
     steps_begun: set[str] = field(default_factory=set)
     # The last stage's step end, recorded in the transaction that completes the run.
     closing: StepEnd | None = None
+    # Whether the job has passed the thread's turn on (as the run completed).
+    passed_on: bool = False
 
     @classmethod
     def prepare(cls, *, run: Run, emitter: RunEventEmitter) -> "RunTurn":
