@@ -10,7 +10,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db import DatabaseError, connection
+from django.db import DatabaseError, InterfaceError, OperationalError, connection
 
 from agent_runs import ports
 from agent_runs.models import Run
@@ -66,9 +66,15 @@ class RunUsage:
         recorded = 0
         while self.unrecorded:
             item = self.unrecorded[0]
-            recorded += usage_store(self.run, item.stage, item.calls, item.parent)
+            while item.calls:
+                # A call at a time, let go once recorded: a connection the database cut is
+                # raised (the caller's trip is tried again on a new one), and what is not
+                # recorded yet is still kept.
+                stored = usage_store(self.run, item.stage, item.calls[:1], item.parent)
+                del item.calls[0]
+                recorded += stored
+                self.recorded_calls += stored
             del self.unrecorded[0]
-        self.recorded_calls += recorded
         return recorded
 
     async def settle(self) -> None:
@@ -85,9 +91,9 @@ class RunUsage:
 
 def usage_store(run: Run, stage: str, calls: list[ModelCall], trace_parent: Any = None) -> int:
     """Record model calls of a stage (a failed or cancelled run is billed for the calls it
-    made too), each atomic on its own (a savepoint in the caller's transaction); how many
-    were. With tracing on, each call is a span under ``trace_parent`` (the stage's context),
-    with its cost."""
+    made too), each a statement of its own; how many were. A call whose record fails is
+    logged, and the others go on, but a connection the database cut is raised. With tracing
+    on, each call is a span under ``trace_parent`` (the stage's context), with its cost."""
     usage_record = ports.billing().usage_record  # once a stage: billing records the calls
     recorded = 0
     for call in calls:
@@ -102,6 +108,8 @@ def usage_store(run: Run, stage: str, calls: list[ModelCall], trace_parent: Any 
                     metadata=call.metadata,
                 )
                 recorded += 1
+            except (InterfaceError, OperationalError):
+                raise  # the connection is gone: the caller's to try again on a new one
             except DatabaseError:
                 # The answer matters more than its bookkeeping: keep the call for staff in
                 # the log, and go on with the run.

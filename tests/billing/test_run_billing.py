@@ -4,6 +4,7 @@ recorded and priced (docs/spec/sse-events-and-usage.md, 3.4 and 5), failed runs 
 import uuid
 from collections.abc import Callable
 from decimal import Decimal
+from typing import Any
 
 import psycopg
 import pytest
@@ -13,6 +14,7 @@ from agent_runs.models import Run, RunEvent
 from agent_runs.runtime import execution, turn, worker_stage
 from agent_runs.runtime.usage import RunUsage
 from agent_runs.services.steps import thread_lock_for_job
+from billing import services as billing_services
 from billing.models import UsageRecord
 from billing.selectors import run_usage_summary
 from tests.billing.conftest import DEEPSEEK_COST, DEEPSEEK_METADATA, price_entry
@@ -97,6 +99,35 @@ def _looking_first(seen: list[int]) -> Callable[..., None]:
         thread_lock_for_job(thread_id=thread_id)
 
     return lock
+
+
+def test_a_record_whose_connection_the_database_cut_is_made_once_on_a_new_one(
+    alice, redis_queue, deepseek, monkeypatch
+):
+    """The router's record meets a connection the database has cut (its backend ends
+    itself): the boundary is tried again on a new connection, and each call is recorded
+    once, none lost."""
+    record = billing_services.usage_record
+    cut: list[str] = []
+
+    def record_after_a_cut(**kwargs: Any) -> UsageRecord:
+        if not cut:
+            cut.append(kwargs["stage"])
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_terminate_backend(pg_backend_pid())")
+        return record(**kwargs)
+
+    monkeypatch.setattr(billing_services, "usage_record", record_after_a_cut)
+    post_run(alice, run_input())
+    work_burst(redis_queue)
+
+    run = Run.objects.get()
+    assert run.status == Run.Status.COMPLETED, run.error
+    assert cut == ["router"]
+    stages = list(
+        UsageRecord.objects.filter(run=run).order_by("pk").values_list("stage", flat=True)
+    )
+    assert stages == ["router", "worker", "memory"]
 
 
 def test_usage_is_not_recorded_inside_a_caller_s_transaction(alice, redis_queue, deepseek):
