@@ -57,23 +57,20 @@ class RunUsage:
         """Record the calls kept so far, on a database thread, outside any transaction; how
         many were. Each record is a statement of its own, committed at once: it adds to its
         day's totals, rows that every call of its model (and every call of its owner)
-        shares, and a transaction keeps a row it changed locked until it commits. Recorded
-        as the last statements of a run's transaction, they kept every other run's records
-        waiting for that commit: most of the database threads' time under load (64 runs of
-        one user: a record's statement waited 100 ms and more)."""
+        shares, and a transaction keeps a row it changed locked until it commits, which
+        would keep every other run's records waiting (docs/architecture.md, "The journal").
+        A call is let go once recorded: a connection the database cut is raised (the
+        caller's trip is tried again on a new one) with the calls not recorded yet kept."""
         if not connection.get_autocommit():
             raise RuntimeError("usage is recorded outside the caller's transaction")
         recorded = 0
         while self.unrecorded:
             item = self.unrecorded[0]
             while item.calls:
-                # A call at a time, let go once recorded: a connection the database cut is
-                # raised (the caller's trip is tried again on a new one), and what is not
-                # recorded yet is still kept.
-                stored = usage_store(self.run, item.stage, item.calls[:1], item.parent)
+                if usage_store(self.run, item.stage, item.calls[0], item.parent):
+                    recorded += 1
+                    self.recorded_calls += 1
                 del item.calls[0]
-                recorded += stored
-                self.recorded_calls += stored
             del self.unrecorded[0]
         return recorded
 
@@ -89,38 +86,34 @@ class RunUsage:
             logger.exception("run %s: the usage of %d calls not recorded", self.run.pk, calls)
 
 
-def usage_store(run: Run, stage: str, calls: list[ModelCall], trace_parent: Any = None) -> int:
-    """Record model calls of a stage (a failed or cancelled run is billed for the calls it
-    made too), each a statement of its own; how many were. A call whose record fails is
-    logged, and the others go on, but a connection the database cut is raised. With tracing
-    on, each call is a span under ``trace_parent`` (the stage's context), with its cost."""
-    usage_record = ports.billing().usage_record  # once a stage: billing records the calls
-    recorded = 0
-    for call in calls:
-        record = None
-        if call.model_id != DEMO_MODEL_ID:  # the offline demo model is not billed
-            try:
-                record = usage_record(
-                    run=run,
-                    stage=stage,
-                    model_id=call.model_id,
-                    usage=call.usage,
-                    metadata=call.metadata,
-                )
-                recorded += 1
-            except (InterfaceError, OperationalError):
-                raise  # the connection is gone: the caller's to try again on a new one
-            except DatabaseError:
-                # The answer matters more than its bookkeeping: keep the call for staff in
-                # the log, and go on with the run.
-                logger.exception("run %s: usage of a %s call not recorded: %s", run.pk, stage, call)
-        if trace_parent is not None:
-            tracing.model_call_span(
-                call,
-                parent=trace_parent,
+def usage_store(run: Run, stage: str, call: ModelCall, trace_parent: Any = None) -> bool:
+    """Record a model call of a stage (a failed or cancelled run is billed for the calls it
+    made too), a statement of its own; whether it was. A record that fails is logged (the
+    run goes on), but a connection the database cut is raised. With tracing on, the call is
+    a span under ``trace_parent`` (the stage's context), with its cost."""
+    record = None
+    if call.model_id != DEMO_MODEL_ID:  # the offline demo model is not billed
+        try:
+            record = ports.billing().usage_record(
+                run=run,
                 stage=stage,
-                cost=None if record is None else record.cost,
-                currency="" if record is None else record.currency,
-                cost_source="" if record is None else record.cost_source,
+                model_id=call.model_id,
+                usage=call.usage,
+                metadata=call.metadata,
             )
-    return recorded
+        except (InterfaceError, OperationalError):
+            raise  # the connection is gone: the caller's to try again on a new one
+        except DatabaseError:
+            # The answer matters more than its bookkeeping: keep the call for staff in the
+            # log, and go on with the run.
+            logger.exception("run %s: usage of a %s call not recorded: %s", run.pk, stage, call)
+    if trace_parent is not None:
+        tracing.model_call_span(
+            call,
+            parent=trace_parent,
+            stage=stage,
+            cost=None if record is None else record.cost,
+            currency="" if record is None else record.currency,
+            cost_source="" if record is None else record.cost_source,
+        )
+    return record is not None

@@ -130,7 +130,7 @@ def test_a_record_whose_connection_the_database_cut_is_made_once_on_a_new_one(
     assert stages == ["router", "worker", "memory"]
 
 
-def test_usage_is_not_recorded_inside_a_caller_s_transaction(alice, redis_queue, deepseek):
+def test_usage_is_not_recorded_inside_a_caller_s_transaction(alice, redis_queue):
     post_run(alice, run_input())
     usage = RunUsage(run=Run.objects.get())
     with transaction.atomic(), pytest.raises(RuntimeError, match="outside the caller"):
