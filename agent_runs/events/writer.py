@@ -69,23 +69,12 @@ class BatchSource:
         self.max_batch = max_batch
         self._handed: list[dict[str, Any]] = []  # for the loop's journal writer, not taken yet
         self._taken = 0  # how many of those the writer is writing now
-        self._out_to = next_seq  # the ordinal of the first event not written and added yet
         self._failure: BaseException | None = None
 
     @property
     def writing(self) -> bool:
         """Whether events of this emitter wait for the journal writer or are being written."""
         return bool(self._handed or self._taken)
-
-    @property
-    def handed_to(self) -> int:
-        """The ordinal in its run the next event handed on to the writer gets."""
-        return self.next_seq + self._taken + len(self._handed)
-
-    def out_past(self, seq: int) -> bool:
-        """Whether the writer is done with the event of ordinal ``seq``: written, and its
-        stream entry added."""
-        return self._out_to > seq
 
     def _entry(self, ids: list[int], documents: list[str], at: datetime) -> dict[str, Any]:
         """The stream entry of a written batch (``ids``, ``prev``, ``seq``, ``at``, the time
@@ -171,7 +160,6 @@ class JournalWriter:
             finally:
                 for emitter, _ in batches:
                     emitter._taken = 0
-                    emitter._out_to = emitter.next_seq
                 async with self._round_done:
                     self._round_done.notify_all()
 

@@ -198,23 +198,3 @@ def test_a_lone_runs_events_do_not_wait_for_a_rounds_time(alice, redis_queue, se
         return await db_call(RunEvent.objects.filter(run=run).count)
 
     assert run_coroutine(stage()) == 2
-
-
-def test_an_emitter_tells_when_an_event_it_handed_on_is_out(alice, redis_queue):
-    """What a reply reads to give the writer a turn a chunk until its first event is out
-    (``RunTurn._relay``)."""
-    run, emitter, ids = claimed_run(alice)
-
-    async def reply() -> list[tuple[int, bool]]:
-        emitter.emit(RunStartedEvent(thread_id=ids["threadId"], run_id=ids["runId"]))
-        first = emitter.handed_to
-        emitter.emit(StepStartedEvent(step_name="worker", **ids))
-        seen = [(first, emitter.out_past(first))]  # handed on, not taken yet
-        await asyncio.sleep(0)  # the writer's turn: it takes them and sends its statement
-        seen.append((emitter.handed_to, emitter.out_past(first)))
-        await emitter.flush_async()
-        seen.append((emitter.handed_to, emitter.out_past(first)))
-        return seen
-
-    assert run_coroutine(reply()) == [(1, False), (2, False), (2, True)]
-    assert RunEvent.objects.filter(run=run).count() == 2
