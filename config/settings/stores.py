@@ -14,6 +14,15 @@ DATABASES = {
     )
 }
 DATABASE_POOL_MAX_SIZE = env_int("DATABASE_POOL_MAX_SIZE", 10, minimum=0)
+DATABASE_PREPARE_THRESHOLD = env_int("DATABASE_PREPARE_THRESHOLD", 5, minimum=0)
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    # Parameters sent apart from the statement's text (server-side binding), so a statement
+    # has the same text every time, and one a connection has run this many times is
+    # prepared: PostgreSQL plans it once, where it planned every run's claim, steps and
+    # events anew (planning took longer than running them; docs/benchmarks.md). 0 turns
+    # preparing off (behind a transaction-mode pooler that cannot keep prepared statements).
+    DATABASES["default"].setdefault("OPTIONS", {})["server_side_binding"] = True
+    DATABASES["default"]["OPTIONS"]["prepare_threshold"] = DATABASE_PREPARE_THRESHOLD or None
 if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and DATABASE_POOL_MAX_SIZE:
     # Under ASGI every request runs its synchronous part in a thread of its own, so
     # per-thread persistent connections would mean a new connection per request: pool them.
