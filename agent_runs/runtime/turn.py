@@ -371,11 +371,12 @@ class RunTurn:
                 if isinstance(item, Msg):
                     final = item
                     continue
-                for event in map_agentscope_event(item, state):
+                events = map_agentscope_event(item, state)
+                for event in events:
                     self.emitter.emit(event)
                 if usage_log.calls:
                     self.usage.keep(usage_log)
-                if not first_out and self.emitter.writing:
+                if events and not first_out:
                     # The reply's first events (what its reader waits for: its first token)
                     # are written and on their stream before the next chunk is read: their
                     # write goes on alone, where reading a fast model's buffered chunks
