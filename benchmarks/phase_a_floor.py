@@ -1,6 +1,6 @@
 """A stripped run server: the hops a run of this project takes to its first token and its end,
 with none of its framework, to measure how close to the peers a server that keeps the same
-guarantees can get on this machine (issue 26, phase a).
+guarantees can get on this machine (phase a; docs/benchmarks.md, "the floor of phase a").
 
 What it keeps of the project's run: the POST stores the run (a committed row) and queues it in
 Redis, then answers 202; a worker process (a separate process, as ours) takes it from the queue,
@@ -16,9 +16,13 @@ before it is in Redis.
 What it drops: Django, DRF, the ORM, RQ's bookkeeping, AgentScope, pydantic events, auth,
 steps' rows, tracing, metrics, the sweeper, validation.
 
-    python phase_a_floor.py server --port 2300 --db postgres://... --redis redis://.../5
-    python phase_a_floor.py worker --db ... --redis ... --model-url http://127.0.0.1:9111/v1
-    python phase_a_floor.py client --url http://127.0.0.1:2300 --runs 30 --tokens 100
+From the repository's root (it uses the project's provider session, nothing else of it):
+
+    python benchmarks/phase_a_floor.py server --port 2300 --db postgres://... --redis redis://.../5
+    python benchmarks/phase_a_floor.py worker --db ... --redis ... --model-url http://127.0.0.1:9111/v1
+    python benchmarks/phase_a_floor.py client --url http://127.0.0.1:2300 --runs 30 --tokens 100
+
+``--trace`` on the worker prints each run's timeline to its first token.
 """
 
 import argparse
