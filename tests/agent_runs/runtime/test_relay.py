@@ -12,17 +12,15 @@ from ag_ui.core import (
     TextMessageStartEvent,
 )
 
-from agent_runs.events.emitter import RunEventEmitter
 from agent_runs.events.writer import close_event_connection
-from agent_runs.models import Message, Run, RunEvent, Stage
+from agent_runs.models import Message, RunEvent, Stage
 from agent_runs.runtime import turn as turn_module
 from agent_runs.runtime.agentscope_events import RunMappingState
-from agent_runs.runtime.async_bridge import bridge_loop, run_coroutine
+from agent_runs.runtime.async_bridge import run_coroutine
 from agent_runs.runtime.chat_models import UsageLog
 from agent_runs.runtime.turn import RunTurn
 from agent_runs.runtime.usage import RunUsage
-from agent_runs.services.run_claim import run_claim
-from tests.conftest import post_run, run_input
+from tests.agent_runs.events.test_emitter_on_loop import claimed_run
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.integration]
 
@@ -38,12 +36,7 @@ def test_a_reply_s_first_events_are_written_before_its_next_chunk_is_read(
 ):
     """A fast model's chunks are all in a buffer at once: reading them while the first write
     was in flight held each step of that write back by a chunk's work."""
-    body = run_input()
-    post_run(alice, body)
-    run = Run.objects.get(run_id=body["runId"])
-    token = run_claim(run_pk=run.pk)
-    assert token is not None
-    emitter = RunEventEmitter(run=run, claim_token=token, loop=bridge_loop())
+    run, emitter, _ = claimed_run(alice)
     turn = RunTurn(
         run=run,
         emitter=emitter,
