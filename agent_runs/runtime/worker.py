@@ -32,6 +32,7 @@ import inspect
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from http.server import ThreadingHTTPServer
@@ -44,10 +45,12 @@ from redis.exceptions import RedisError
 from rq import SimpleWorker
 from rq.command import parse_payload
 from rq.exceptions import StopRequested
+from rq.executions import Execution
 from rq.job import Job
 from rq.queue import Queue
 from rq.timeouts import JobTimeoutException, TimerDeathPenalty
 from rq.utils import now
+from rq.worker import WorkerStatus
 
 import agent_runs.runtime.jobs  # noqa: F401 - preloaded on purpose, see the module docstring
 from agent_runs import metrics
@@ -75,6 +78,8 @@ T = TypeVar("T")
 # The rows of workers that died without a clean stop are deleted after this long.
 _DEAD_WORKER_ROWS_KEPT = datetime.timedelta(days=1)
 _STOP_COMMANDS = {"stop-job", "stop-execution"}
+# RQ's loop beats the worker's heartbeat no more often than this (``RunWorker.heartbeat``).
+_HEARTBEAT_SKIP_SECONDS = 1.0
 
 
 class RunWorker(SimpleWorker):
@@ -93,6 +98,7 @@ class RunWorker(SimpleWorker):
         agentscope_tuning.apply()
         self._burst = False
         self._waiting = False
+        self._last_beat = -_HEARTBEAT_SKIP_SECONDS  # when RQ's loop last beat (monotonic)
         self._host = RunHost(
             concurrency=settings.WORKER_CONCURRENCY, db_threads=settings.WORKER_DB_THREADS
         )
@@ -225,10 +231,25 @@ class RunWorker(SimpleWorker):
         self._host.submit(held, lambda: self._perform(job), self._ended)
 
     def _register(self, held: HeldJob) -> None:
+        """Record the job's start in RQ as its own worker does (``prepare_execution``, then
+        ``prepare_job_execution``: the job's execution in the started registry, the worker
+        busy, both heartbeats, the job started), in one round trip to Redis where RQ makes
+        two: this thread shares the interpreter with the runs in flight."""
         job = held.payload[0]
         try:
-            held.payload[2] = self.prepare_execution(job)
-            self.prepare_job_execution(job, remove_from_intermediate_queue=len(self.queues) == 1)
+            with self.connection.pipeline() as pipe:
+                ttl = self.get_heartbeat_ttl(job)
+                execution = Execution.create(job, ttl, pipeline=pipe, worker_name=self.name)
+                self.set_state(WorkerStatus.BUSY, pipeline=pipe)
+                self.heartbeat(ttl, pipeline=pipe)
+                job.heartbeat(now(), ttl, pipeline=pipe)
+                job.prepare_for_execution(self.name, pipeline=pipe)
+                pipe.persist(job.key)
+                if len(self.queues) == 1:
+                    pipe.lrem(held.payload[1].intermediate_queue_key, 1, job.id)
+                pipe.execute()
+            self.executions[execution.id] = execution
+            held.payload[2] = execution
         except Exception:  # RQ's bookkeeping of one job must not stop the job or the others
             logger.exception("job %s: its start was not recorded in RQ", job.id)
 
@@ -267,13 +288,20 @@ class RunWorker(SimpleWorker):
 
     def heartbeat(self, timeout: int | None = None, pipeline: Any = None) -> None:
         """RQ's heartbeat of the worker in one round trip to Redis (RQ's own makes three
-        when it is given no pipeline): it comes between a job's dequeue and its start."""
+        when it is given no pipeline). RQ's loop beats three times for every job it takes
+        (after the dequeue, after handing the job on, before the next wait), all while the
+        run starts: a beat that comes within a second of the last one is skipped (each
+        keeps the worker alive for ``worker_ttl`` + 60 s)."""
         if pipeline is not None:
             super().heartbeat(timeout, pipeline=pipeline)
+            return
+        beat = time.monotonic()
+        if timeout is None and beat - self._last_beat < _HEARTBEAT_SKIP_SECONDS:
             return
         with self.connection.pipeline() as own:
             super().heartbeat(timeout, pipeline=own)
             own.execute()
+        self._last_beat = beat
 
     def _beat(self, stopped: threading.Event) -> None:
         """Beat every held job's heartbeat in Redis (RQ's bookkeeping) and its run's in

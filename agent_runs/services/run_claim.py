@@ -105,14 +105,18 @@ _CLAIM_AND_LOAD = (
 def runs_heartbeat(*, claims: list[tuple[int, uuid.UUID]]) -> set[int]:
     """A worker's jobs are alive: two statements for all the runs they hold, as (run, claim)
     pairs, whatever their number; the runs that are still their jobs' (a run missing is no
-    longer its job's)."""
+    longer its job's): running under their claim, or completed under it. Only the job that
+    holds a claim completes its run, and a beat can come between that commit and the job's
+    end: that job is not to be stopped (RQ would count it failed)."""
     if not claims:
         return set()
     held = Q()
     for run_pk, claim_token in claims:
         held |= Q(pk=run_pk, claim_token=claim_token)
     now = timezone.now()
-    ours = Run.objects.filter(held, status=Run.Status.RUNNING)
-    beaten = set(ours.values_list("pk", flat=True))
-    Run.objects.filter(pk__in=beaten, status=Run.Status.RUNNING).update(heartbeat_at=now)
-    return beaten
+    ours = Run.objects.filter(held, status__in=(Run.Status.RUNNING, Run.Status.COMPLETED))
+    statuses = dict(ours.values_list("pk", "status"))
+    running = [pk for pk, status in statuses.items() if status == Run.Status.RUNNING]
+    if running:
+        Run.objects.filter(pk__in=running, status=Run.Status.RUNNING).update(heartbeat_at=now)
+    return set(statuses)

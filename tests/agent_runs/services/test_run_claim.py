@@ -1,7 +1,8 @@
 """A run's hot statements, each one raw statement on PostgreSQL: its claim and load
 (``run_claim_and_load``), which must claim exactly when the ORM's rule of turns would and load
 the run, its thread and the thread's last event id as the ORM reads them; and a stage's
-messages (``run_stage_messages_store``), appended under the claim."""
+messages (``run_stage_messages_store``), appended under the claim. And the heartbeat of a
+worker's claims (``runs_heartbeat``)."""
 
 import uuid
 from typing import Any
@@ -15,7 +16,7 @@ from agent_runs.models import Message, Run, RunEvent, Thread, Visibility
 from agent_runs.selectors.runs import run_for_execution
 from agent_runs.services import thread_line
 from agent_runs.services.messages import StageAnswer, ToolResult, run_stage_messages_store
-from agent_runs.services.run_claim import run_claim_and_load
+from agent_runs.services.run_claim import run_claim_and_load, runs_heartbeat
 
 pytestmark = pytest.mark.django_db
 
@@ -157,3 +158,24 @@ def test_a_stage_of_a_run_no_longer_its_jobs_keeps_nothing(thread):
         )
     assert not Message.objects.exists()
     assert Thread.objects.get(pk=thread.pk).last_seq == 0
+
+
+def test_the_heartbeat_keeps_the_jobs_whose_run_is_running_or_completed_under_their_claim(
+    thread,
+):
+    token = uuid.uuid4()
+    running = make_run(thread, Run.Status.RUNNING, claim_token=token)
+    completed = make_run(thread, Run.Status.COMPLETED, claim_token=token)
+    cancelled = make_run(thread, Run.Status.CANCELLED, claim_token=token)
+    failed = make_run(thread, Run.Status.FAILED, claim_token=token)
+    taken = make_run(thread, Run.Status.RUNNING, claim_token=uuid.uuid4())
+    claims = [(run.pk, token) for run in (running, completed, cancelled, failed, taken)]
+
+    ours = runs_heartbeat(claims=claims)
+
+    # A job that completed its run itself is ending: it is not stopped. One whose run was
+    # cancelled, failed by the sweeper or claimed by another job is.
+    assert ours == {running.pk, completed.pk}
+    beaten = dict(Run.objects.values_list("pk", "heartbeat_at"))
+    assert beaten[running.pk] is not None
+    assert beaten[completed.pk] is None and beaten[taken.pk] is None
