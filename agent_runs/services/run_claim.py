@@ -103,11 +103,11 @@ _CLAIM_AND_LOAD = (
 
 
 def runs_heartbeat(*, claims: list[tuple[int, uuid.UUID]]) -> set[int]:
-    """A worker's jobs are alive: two statements for all the runs they hold, as (run, claim)
-    pairs, whatever their number; the runs that are still their jobs' (a run missing is no
-    longer its job's): running under their claim, or completed under it. Only the job that
-    holds a claim completes its run, and a beat can come between that commit and the job's
-    end: that job is not to be stopped (RQ would count it failed)."""
+    """A worker's jobs are alive: at most two statements for all the runs they hold, as
+    (run, claim) pairs, whatever their number; the runs that are still their jobs' (a run
+    missing is no longer its job's): running under their claim, or completed under it. Only
+    the job that holds a claim completes its run, and a beat can come between that commit
+    and the job's end: that job is not to be stopped (RQ would count it failed)."""
     if not claims:
         return set()
     held = Q()

@@ -31,6 +31,7 @@ from django.db import connection, connections
 from django.db.models import Count
 from rq import Worker
 from rq.job import Job, JobStatus
+from rq.queue import Queue
 from rq.registry import StartedJobRegistry
 
 from agent_runs.models import Run, RunEvent, WorkerBeat
@@ -277,7 +278,13 @@ def test_one_worker_runs_twenty_runs_at_once_and_each_journal_stays_whole(
     assert took < 20 * 3.0 / 4, f"20 runs of 3 s took {took:.1f} s"
     assert max(held) > 1, "RQ saw one job at a time"
     assert started_registry().count == 0
-    assert {job_of(run).get_status() for run in ended} == {JobStatus.FINISHED}
+    jobs = [job_of(run) for run in ended]
+    assert {job.get_status() for job in jobs} == {JobStatus.FINISHED}
+    # Each job's start was recorded as RQ's own worker records it: started by this worker,
+    # and taken off the queue's intermediate list.
+    assert all(job.started_at is not None and job.worker_name for job in jobs)
+    runs_queue = Queue(settings.AGENT_RUNS_QUEUE, connection=connection_redis())
+    assert connection_redis().llen(runs_queue.intermediate_queue_key) == 0
     for run in ended:
         assert assert_whole_runs(thread_journal(str(run.thread_id))) == [run.run_id]
         assert_journal_whole(run)
