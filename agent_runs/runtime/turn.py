@@ -258,9 +258,11 @@ class RunTurn:
         ended = self.step_end(stage, output=output, started=started, is_last=is_last, state=state)
         await self.emitter.flush_async()  # what the stage emitted comes first
         await db_retried(self._boundary, ended, then)
+        # The stage's calls are recorded beside the next stage's call, once its first
+        # events are out (``_relay``) or in a moment: not on the way to its first token.
+        self.usage.store_later()
 
     def _boundary(self, ended: StepEnd, then: StepBegin | None) -> None:
-        self.usage.store_kept()  # on their own (``RunUsage.store_kept``), before the steps
         with self.emitter.rewound_on_failure(), transaction.atomic():
             thread_lock_for_job(thread_id=self.run.thread_id)
             self.emitter.emit_here(self.step_advance(ended, then))
@@ -384,6 +386,9 @@ class RunTurn:
                     # back by a chunk's work (3.5 ms of a 100-token reply's first token).
                     await self.emitter.flush_async()
                     first_out = True
+                    # The calls kept so far (the router's) are recorded beside the rest
+                    # of the reply.
+                    self.usage.store_soon()
                     turned = time.monotonic()
                 elif time.monotonic() - turned >= _TURN_SECONDS:
                     # A fast model's chunks are read from a buffer without a turn of the

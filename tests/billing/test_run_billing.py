@@ -69,13 +69,17 @@ def test_a_run_records_and_prices_every_model_call(alice, redis_queue, deepseek)
     assert not {"cost", "inputTokens", "outputTokens", "latencyMs", "model"} & set(end)
 
 
-def test_a_stage_s_usage_is_committed_before_the_transaction_that_ends_it(
+def test_each_stage_s_usage_is_committed_on_its_own_before_the_write_that_reports_it(
     alice, redis_queue, deepseek, monkeypatch
 ):
     """A record adds to its model's and its owner's day totals, rows every run of them shares:
     recorded in the transaction that ends a stage, it kept them locked, and every other
-    run's records waiting, until that commit. Each is committed before: another connection
-    sees it when the transaction begins (it takes the thread's lock first)."""
+    run's records waiting, until that commit. Each is committed on its own: the router's
+    beside the worker's reply, once the reply's first events are out (the boundary between
+    them reports no usage, and the first token does not wait for the record), the worker's
+    before the transaction that writes its answer's end (which reports the run's usage so
+    far), the memory stage's before the run's end. Another connection sees them when those
+    transactions begin (each takes the thread's lock first)."""
     seen: list[int] = []
     for module in (turn, worker_stage, execution):
         monkeypatch.setattr(module, "thread_lock_for_job", _looking_first(seen))
@@ -85,8 +89,8 @@ def test_a_stage_s_usage_is_committed_before_the_transaction_that_ends_it(
 
     run = Run.objects.get()
     assert run.status == Run.Status.COMPLETED, run.error
-    # The router's end, the worker's answer, the run's end: each with its stage's record.
-    assert seen == [1, 2, 3]
+    # The router's end (none yet), the worker's answer (the router's and its own), the end.
+    assert seen == [0, 2, 3]
 
 
 def _looking_first(seen: list[int]) -> Callable[..., None]:
