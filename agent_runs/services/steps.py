@@ -1,6 +1,7 @@
 """Writes of steps: a run's stages, recorded by its job as they run, and the steps a client
 records itself (the Agent Protocol's spec set)."""
 
+import functools
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -72,8 +73,19 @@ def agent_step_start(*, run: Run, claim_token: uuid.UUID, stage: str, input: Any
     locked against a cancel, which fails the running step in turn); ``RunNoLongerRunning``
     otherwise. On PostgreSQL one statement: the insert fenced on the claim, as the journal's
     writes are."""
+    step = _agent_step(run=run, stage=stage, input=input)
+    if connection.vendor != "postgresql":
+        with transaction.atomic():
+            _lock_claimed(run=run, claim_token=claim_token)
+            step.save(force_insert=True)
+        return
+    _step_insert_claimed(run=run, claim_token=claim_token, step=step)
+
+
+def _agent_step(*, run: Run, stage: str, input: Any) -> Step:
+    """A stage's step as it starts, not saved."""
     now = timezone.now()
-    step = Step(
+    return Step(
         id=agent_step_id(thread_id=run.thread_id, run_id=run.run_id, stage=stage),
         thread_id=run.thread_id,
         run=run,
@@ -84,27 +96,27 @@ def agent_step_start(*, run: Run, claim_token: uuid.UUID, stage: str, input: Any
         created_at=now,
         started_at=now,
     )
-    if connection.vendor != "postgresql":
-        with transaction.atomic():
-            _lock_claimed(run=run, claim_token=claim_token)
-            step.save(force_insert=True)
-        return
-    _step_insert_claimed(run=run, claim_token=claim_token, step=step)
 
 
 def _step_insert_claimed(*, run: Run, claim_token: uuid.UUID, step: Step) -> None:
     """The step inserted in one statement if the run is still the job's (PostgreSQL)."""
-    fields = Step._meta.concrete_fields
-    columns = ", ".join(connection.ops.quote_name(_column(field)) for field in fields)
-    values = [field.get_db_prep_save(getattr(step, field.attname), connection) for field in fields]
+    columns, placeholders = _step_insert_head()
     sql = (
         f"INSERT INTO {Step._meta.db_table} ({columns}) "
-        f"SELECT {', '.join(['%s'] * len(fields))} WHERE {_CLAIMED} RETURNING id"
+        f"SELECT {placeholders} WHERE {_CLAIMED} RETURNING id"
     )
     with connection.cursor() as cursor:
-        cursor.execute(sql, [*values, run.pk, claim_token, Run.Status.RUNNING.value])
+        cursor.execute(sql, [*_step_values(step), run.pk, claim_token, Run.Status.RUNNING.value])
         if cursor.fetchone() is None:
             raise RunNoLongerRunning(run.pk)
+
+
+def _step_values(step: Step) -> list[Any]:
+    """A step's columns' values, as its insert sends them (``_step_insert_head``)."""
+    return [
+        field.get_db_prep_save(getattr(step, field.attname), connection)
+        for field in Step._meta.concrete_fields
+    ]
 
 
 def _concrete(field: Any) -> "Field[Any, Any]":
@@ -115,6 +127,14 @@ def _concrete(field: Any) -> "Field[Any, Any]":
 def _column(field: "Field[Any, Any]") -> str:
     assert field.column is not None, field
     return field.column
+
+
+@functools.cache
+def _step_insert_head() -> tuple[str, str]:
+    """A step's insert: its columns, and their placeholders (``_step_values`` fills them)."""
+    fields = Step._meta.concrete_fields
+    columns = ", ".join(connection.ops.quote_name(_column(field)) for field in fields)
+    return columns, ", ".join(["%s"] * len(fields))
 
 
 # The fence of a job's one-statement writes: the run is still running under its claim, its
@@ -138,13 +158,7 @@ def agent_step_finish(
     longer the job's); what its clients ask of it now, read with the run's row lock (the job
     parks the run at this boundary if it must). On PostgreSQL one statement."""
     step_id = agent_step_id(thread_id=run.thread_id, run_id=run.run_id, stage=stage)
-    changes = {
-        "status": Step.Status.COMPLETED,
-        "output": output,
-        "additional_output": additional_output,
-        "is_last": is_last,
-        "completed_at": timezone.now(),
-    }
+    changes = _finish_changes(output=output, additional_output=additional_output, is_last=is_last)
     if connection.vendor != "postgresql":
         with transaction.atomic():
             control = _lock_claimed(run=run, claim_token=claim_token)
@@ -153,17 +167,36 @@ def agent_step_finish(
     return _step_update_claimed(run=run, claim_token=claim_token, step_id=step_id, changes=changes)
 
 
-def _step_update_claimed(
-    *, run: Run, claim_token: uuid.UUID, step_id: uuid.UUID, changes: dict[str, Any]
-) -> RunControl:
-    """The step updated in one statement if the run is still the job's (PostgreSQL); what
-    its clients ask of the run, read under its row's share lock."""
+def _finish_changes(
+    *, output: Any, additional_output: dict[str, Any], is_last: bool
+) -> dict[str, Any]:
+    """What a stage's step's end changes of it."""
+    return {
+        "status": Step.Status.COMPLETED,
+        "output": output,
+        "additional_output": additional_output,
+        "is_last": is_last,
+        "completed_at": timezone.now(),
+    }
+
+
+def _step_sets(changes: dict[str, Any]) -> tuple[str, list[Any]]:
+    """An update's ``SET`` list of a step's ``changes``, and its values."""
     fields = [_concrete(Step._meta.get_field(name)) for name in changes]
     sets = ", ".join(f"{connection.ops.quote_name(_column(field))} = %s" for field in fields)
     values = [
         field.get_db_prep_save(value, connection)
         for field, value in zip(fields, changes.values(), strict=True)
     ]
+    return sets, values
+
+
+def _step_update_claimed(
+    *, run: Run, claim_token: uuid.UUID, step_id: uuid.UUID, changes: dict[str, Any]
+) -> RunControl:
+    """The step updated in one statement if the run is still the job's (PostgreSQL); what
+    its clients ask of the run, read under its row's share lock."""
+    sets, values = _step_sets(changes)
     # The run's row locked first (FOR SHARE, in the CTE): its flags as they are once a
     # cancel or a pause that held it has committed.
     sql = (
@@ -212,7 +245,12 @@ def agent_step_advance(
     """A stage boundary in one transaction: the stage's step finished (``agent_step_finish``)
     and, unless the run is to be parked there (``done`` stages run), the next stage's step
     started. What the run's clients ask of it now, and whether the next step was started.
-    Inside the caller's transaction, when there is one (no savepoint: it fails as a whole)."""
+    Inside the caller's transaction, when there is one (no savepoint: it fails as a whole).
+    On PostgreSQL one statement, where the two took a round trip each."""
+    if then is not None and connection.vendor == "postgresql":
+        return _step_advance_claimed(
+            run=run, claim_token=claim_token, ended=ended, done=done, then=then
+        )
     with transaction.atomic(savepoint=False):
         control = agent_step_finish(
             run=run,
@@ -226,6 +264,45 @@ def agent_step_advance(
             return control, False
         agent_step_start(run=run, claim_token=claim_token, stage=then.stage, input=then.input)
     return control, True
+
+
+def _step_advance_claimed(
+    *, run: Run, claim_token: uuid.UUID, ended: StepEnd, done: int, then: StepBegin
+) -> tuple[RunControl, bool]:
+    """``agent_step_advance`` in one statement (PostgreSQL): the step's end as
+    ``_step_update_claimed`` makes it, and the next step inserted as ``agent_step_start``
+    inserts it unless the run's flags, read under its share lock, park it after ``done``
+    stages (``RunControl.parks_after``, in SQL)."""
+    sets, values = _step_sets(
+        _finish_changes(
+            output=ended.output, additional_output=ended.additional_output, is_last=ended.is_last
+        )
+    )
+    columns, placeholders = _step_insert_head()
+    step = _agent_step(run=run, stage=then.stage, input=then.input)
+    sql = (
+        f"WITH claimed AS (SELECT pause_requested, (request ->> %s::text)::integer AS "
+        f"step_budget FROM {Run._meta.db_table} WHERE id = %s AND claim_token = %s AND "
+        f"status = %s FOR SHARE), finished AS (UPDATE {Step._meta.db_table} SET {sets} "
+        "FROM claimed WHERE id = %s RETURNING claimed.pause_requested, claimed.step_budget), "
+        f"begun AS (INSERT INTO {Step._meta.db_table} ({columns}) SELECT {placeholders} "
+        "FROM finished WHERE NOT finished.pause_requested AND (finished.step_budget IS NULL "
+        "OR finished.step_budget > %s) RETURNING id) "
+        "SELECT pause_requested, step_budget, EXISTS (SELECT 1 FROM begun) FROM finished"
+    )
+    params = [
+        *(STEP_BUDGET_KEY, run.pk, claim_token, Run.Status.RUNNING.value),
+        *values,
+        agent_step_id(thread_id=run.thread_id, run_id=run.run_id, stage=ended.stage),
+        *_step_values(step),
+        done,
+    ]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        row = cursor.fetchone()
+    if row is None:
+        raise RunNoLongerRunning(run.pk)
+    return RunControl(pause_requested=row[0], step_budget=row[1]), row[2]
 
 
 def client_step_create(
