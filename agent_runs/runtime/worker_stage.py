@@ -167,6 +167,7 @@ async def _worker_end(
             Stage.WORKER, output=output.answer, started=started, is_last=False, state=state
         )
     then = turn.step_after(Stage.WORKER, input=output.answer)
+    turn.usage.store_soon()  # recorded while its last text is written (``_answer_store`` waits)
     await turn.emitter.flush_async()  # its text comes first, and its usage is recorded
     await db_retried(_answer_store, turn, state, output, answer, ended, then)
 

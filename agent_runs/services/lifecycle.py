@@ -18,7 +18,7 @@ from typing import Any
 
 from ag_ui.core import RunErrorEvent, RunStartedEvent
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -41,21 +41,46 @@ _MAX_ERROR_CHARS = 10_000
 
 
 def run_complete(*, run: Run, claim_token: uuid.UUID) -> bool:
-    """Mark the job's run completed; ``False`` when it is no longer the job's to end."""
+    """Mark the job's run completed, and its thread active (``_thread_active``); ``False``
+    when it is no longer the job's to end. The job calls it in its transaction that holds
+    the thread's lock: on PostgreSQL the two are one statement."""
     now = timezone.now()
     with run_status_transaction():
-        completed = (
-            Run.objects.filter(
-                pk=run.pk, claim_token=claim_token, status=Run.Status.RUNNING
-            ).update(status=Run.Status.COMPLETED, finished_at=now)
-            == 1
-        )
+        if connection.vendor == "postgresql":
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    _COMPLETE,
+                    [
+                        *(Run.Status.COMPLETED.value, now, run.pk, claim_token),
+                        *(Run.Status.RUNNING.value, now, now),
+                    ],
+                )
+                row = cursor.fetchone()
+            completed = row is not None and row[0] == 1
+        else:
+            completed = (
+                Run.objects.filter(
+                    pk=run.pk, claim_token=claim_token, status=Run.Status.RUNNING
+                ).update(status=Run.Status.COMPLETED, finished_at=now)
+                == 1
+            )
+            if completed:
+                _thread_active(thread_id=run.thread_id, at=now)
         if completed:
             run.status, run.finished_at = Run.Status.COMPLETED, now
             run_status_changed_send(run_pk=run.pk, status=Run.Status.COMPLETED, run=run)
-    if completed:
-        _thread_active(thread_id=run.thread_id, at=now)
     return completed
+
+
+# ``run_complete`` on PostgreSQL: the run completed under the job's claim, and its thread's
+# latest activity moved to then (``_thread_active``), in one statement.
+_COMPLETE = (
+    f"WITH done AS (UPDATE {Run._meta.db_table} SET status = %s, finished_at = %s "
+    "WHERE id = %s AND claim_token = %s AND status = %s RETURNING thread_id), "
+    f"touched AS (UPDATE {Thread._meta.db_table} AS t SET updated_at = %s FROM done "
+    "WHERE t.id = done.thread_id AND t.updated_at < %s RETURNING t.id) "
+    "SELECT (SELECT count(*) FROM done), (SELECT count(*) FROM touched)"
+)
 
 
 def run_fail(

@@ -136,8 +136,11 @@ def test_a_completed_run_moves_its_thread_up_too(alice, redis_queue):
 
     run_jobs(redis_queue)  # the demo model completes the first thread's run
 
-    assert Run.objects.get(thread_id=first).status == Run.Status.COMPLETED
-    assert [t["threadId"] for t in alice.get(THREADS).json()["threads"]] == [first, second]
+    run = Run.objects.get(thread_id=first)
+    assert run.status == Run.Status.COMPLETED and run.finished_at is not None
+    listed = alice.get(THREADS).json()["threads"]
+    assert [t["threadId"] for t in listed] == [first, second]
+    assert listed[0]["updatedAt"] == run.finished_at.isoformat().replace("+00:00", "Z")
 
 
 def test_thread_pages_follow_the_cursor_without_repeating_a_thread(alice, redis_queue):
