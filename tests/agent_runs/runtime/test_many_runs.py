@@ -216,29 +216,38 @@ def pg_backends(app: str) -> int:
 
 
 def redis_clients_of(pid: int) -> int:
-    """Redis's clients (CLIENT LIST) whose address is one of the process's own sockets."""
-    ours = tcp_addresses(pid)
-    return sum(client["addr"] in ours for client in connection_redis().client_list())
+    """Redis's clients (CLIENT LIST) that are one of the process's own TCP connections, both
+    ends matched: Linux gives one local port to connections to different places (a
+    PostgreSQL connection of the worker may share its port with another process's Redis
+    client), so the local address alone can count a stranger."""
+    ours = tcp_connections(pid)
+    return sum(
+        (client["addr"], client["laddr"]) in ours for client in connection_redis().client_list()
+    )
 
 
-def tcp_addresses(pid: int) -> set[str]:
-    """The local addresses (``ip:port``) of the process's IPv4 TCP sockets, from Linux's
-    /proc: its descriptors' socket inodes, looked up in its network namespace's table."""
+def tcp_connections(pid: int) -> set[tuple[str, str]]:
+    """The (local, remote) addresses (``ip:port``) of the process's IPv4 TCP sockets, from
+    Linux's /proc: its descriptors' socket inodes, looked up in its network namespace's
+    table."""
     inodes = set()
     for descriptor in Path(f"/proc/{pid}/fd").iterdir():
         with suppress(OSError):  # closed meanwhile
             target = os.readlink(descriptor)
             if target.startswith("socket:["):
                 inodes.add(target[len("socket:[") : -1])
-    addresses = set()
+    connections = set()
     for line in Path(f"/proc/{pid}/net/tcp").read_text().splitlines()[1:]:
         fields = line.split()
         if fields[9] in inodes:
-            ip, port = fields[1].split(":")
-            # The address as the kernel holds it, printed as a native-endian integer.
-            address = socket.inet_ntoa(struct.pack("=I", int(ip, 16)))
-            addresses.add(f"{address}:{int(port, 16)}")
-    return addresses
+            connections.add((_proc_address(fields[1]), _proc_address(fields[2])))
+    return connections
+
+
+def _proc_address(field: str) -> str:
+    """``ip:port`` of /proc/net/tcp's ``HEX_IP:HEX_PORT``, the ip a native-endian integer."""
+    ip, port = field.split(":")
+    return f"{socket.inet_ntoa(struct.pack('=I', int(ip, 16)))}:{int(port, 16)}"
 
 
 def exit_code_within(worker: subprocess.Popen[bytes], seconds: float) -> int:
@@ -588,7 +597,8 @@ def test_a_worker_holding_many_runs_holds_a_bounded_number_of_connections(
     # PostgreSQL: its database threads' connections, the journal writer's, the beats' and
     # the main thread's; not one per run.
     assert busy[0] >= 1 and max(postgres) <= db_threads + 5, (busy, postgres)
-    # Redis: RQ's (its loop, the job beats, the thread telling RQ how jobs ended, its
-    # commands' subscription), the journal writer's, and the database threads' (a terminal
-    # event's entry, the next run's enqueue); not one per run.
+    # Redis: RQ's four (its loop, the job beats, the thread telling RQ how jobs ended, its
+    # commands' subscription), the journal writer's one, and the journal's pool: one per
+    # database thread (a terminal event's entry, the next run's enqueue) and the main
+    # thread's sweeps'; not one per run.
     assert busy[1] >= 1 and max(redis) <= db_threads + 6, (idle_redis, busy, redis)
