@@ -13,6 +13,7 @@ import logging
 import time
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -32,6 +33,18 @@ from agent_runs.metrics import RUN_TIME_TO_FIRST_TOKEN, events_emitted
 from agent_runs.models import Run, RunEvent
 
 logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class HeldEvents:
+    """Events held for a statement of the caller's (``RunEventEmitter.hold_here``): the first
+    one's ordinal in the run, and each one's type and JSON, as the journal stores them,
+    written ``at``."""
+
+    first_seq: int
+    types: list[str]
+    documents: list[str]
+    at: datetime
 
 
 class RunEventEmitter(BatchSource):
@@ -98,6 +111,8 @@ class RunEventEmitter(BatchSource):
         )
         self.batch_window = batch_window
         self._pending: list[dict[str, Any]] = []
+        # The ordering rules' state before an optional held event (``hold_here``).
+        self._unheld: EventSequence | None = None
         # The window opens with the emitter: a run's RUN_STARTED goes out with the router's
         # STEP_STARTED, flushed before its model call a few milliseconds later, in one write.
         self._last_flush = time.monotonic()
@@ -160,6 +175,47 @@ class RunEventEmitter(BatchSource):
         for event in events:
             self._hold(event)
         self._write_pending()
+
+    def hold_here(self, events: list[BaseEvent], *, last_optional: bool = False) -> HeldEvents:
+        """Check events and hold them for one statement of the caller's that writes them
+        with the rows they announce (``held_written``), outside any transaction: their rows
+        as the journal stores them. ``last_optional``: the statement may leave the last one
+        out (a step that it decides not to start). For an emitter on a loop, whose writes
+        are flushed (``flush_async()``) first, around ``rewound_on_failure``."""
+        if self._loop is None or self.writing or self._pending:
+            raise RuntimeError("an emitter on a loop whose writes are flushed writes here")
+        self._unheld = None
+        for index, event in enumerate(events):
+            payload = encode_event(event)
+            if payload["type"] in TERMINAL_TYPES:
+                raise RuntimeError("the terminal event is emitted with emit()")
+            if last_optional and index == len(events) - 1:
+                self._unheld = copy.deepcopy(self.sequence)  # as if it never was, if left out
+            self.sequence.check(payload)
+            self._pending.append(payload)
+        return HeldEvents(
+            first_seq=self.next_seq,
+            types=[payload["type"] for payload in self._pending],
+            documents=[json.dumps(payload, separators=(",", ":")) for payload in self._pending],
+            at=timezone.now(),
+        )
+
+    def held_written(self, held: HeldEvents, ids: list[int]) -> None:
+        """The caller's statement wrote the held events, ``ids`` in order, and committed: they
+        are published. An optional last event it left out is as if never emitted."""
+        documents = held.documents
+        if len(ids) == len(self._pending) - 1 and self._unheld is not None:
+            self.sequence = self._unheld
+            del self._pending[-1]
+            documents = documents[:-1]
+        elif len(ids) != len(self._pending):
+            raise RuntimeError(f"{len(ids)} of {len(self._pending)} held events written")
+        for payload in self._pending:
+            self._measure(payload["type"])
+        self._publish_batch(ids, documents, held.at, committed=True)
+        self._pending = []
+        self._unheld = None
+        self._last_flush = time.monotonic()
 
     @contextlib.contextmanager
     def rewound_on_failure(self) -> Iterator[None]:

@@ -11,7 +11,8 @@ from django.db.models import Field
 from django.utils import timezone
 
 from agent_runs.errors import RunNoLongerRunning, StepNotEditable, StepTransitionInvalid
-from agent_runs.models import Run, Step, Thread, agent_step_id
+from agent_runs.events.emitter import HeldEvents
+from agent_runs.models import Run, RunEvent, Step, Thread, agent_step_id
 from agent_runs.services.run_request import STEP_BUDGET_KEY
 
 # A client's step moves forward only; a step that has ended stays as it is.
@@ -303,6 +304,75 @@ def _step_advance_claimed(
     if row is None:
         raise RunNoLongerRunning(run.pk)
     return RunControl(pause_requested=row[0], step_budget=row[1]), row[2]
+
+
+def agent_step_advance_journaled(
+    *,
+    run: Run,
+    claim_token: uuid.UUID,
+    ended: StepEnd,
+    done: int,
+    then: StepBegin,
+    events: HeldEvents,
+) -> tuple[RunControl, bool, list[int]]:
+    """``agent_step_advance`` with the boundary's events, in one statement outside any
+    transaction (PostgreSQL): the thread's row locked first (``thread_lock_for_job``), then
+    the step's end and the next step's start as ``_step_advance_claimed`` makes them, and
+    ``events`` (the step's ``STEP_FINISHED``, then the next one's ``STEP_STARTED``, left out
+    when the run parks instead) written as the journal writes them. What the run's clients
+    ask of it now, whether the next step was started, and the ids of the events written.
+    Its BEGIN, lock, events and COMMIT were a round trip each.
+
+    Every row it reads of another transaction's it locks (the run's, shared; the steps'),
+    so that a wait for the thread's lock ends with the rows as that transaction left them,
+    as a statement of their own after the lock would read them."""
+    if connection.vendor != "postgresql":
+        raise RuntimeError("one statement on PostgreSQL only")
+    sets, values = _step_sets(
+        _finish_changes(
+            output=ended.output, additional_output=ended.additional_output, is_last=ended.is_last
+        )
+    )
+    columns, placeholders = _step_insert_head()
+    step = _agent_step(run=run, stage=then.stage, input=then.input)
+    rows = ", ".join(["(%s::integer, %s, %s::jsonb)"] * len(events.types))
+    sql = (
+        f"WITH locked AS (SELECT 1 FROM {Thread._meta.db_table} WHERE id = %s "
+        "FOR NO KEY UPDATE), "
+        f"claimed AS (SELECT pause_requested, (request ->> %s::text)::integer AS step_budget "
+        f"FROM {Run._meta.db_table} WHERE id = %s AND claim_token = %s AND status = %s AND "
+        "EXISTS (SELECT 1 FROM locked) FOR SHARE), "
+        f"finished AS (UPDATE {Step._meta.db_table} SET {sets} FROM claimed WHERE id = %s "
+        "RETURNING claimed.pause_requested, claimed.step_budget), "
+        f"begun AS (INSERT INTO {Step._meta.db_table} ({columns}) SELECT {placeholders} "
+        "FROM finished WHERE NOT finished.pause_requested AND (finished.step_budget IS NULL "
+        "OR finished.step_budget > %s) RETURNING id), "
+        f"journaled AS (INSERT INTO {RunEvent._meta.db_table} "
+        "(thread_id, run_id, seq, type, payload, created_at) "
+        f"SELECT %s, %s, v.seq, v.type, v.payload, %s FROM (VALUES {rows}) "
+        "AS v(seq, type, payload) WHERE EXISTS (SELECT 1 FROM finished) "
+        "AND (v.seq = %s OR EXISTS (SELECT 1 FROM begun)) RETURNING id, seq) "
+        "SELECT pause_requested, step_budget, EXISTS (SELECT 1 FROM begun), "
+        "ARRAY(SELECT id FROM journaled ORDER BY seq) FROM finished"
+    )
+    params: list[Any] = [
+        run.thread_id,
+        *(STEP_BUDGET_KEY, run.pk, claim_token, Run.Status.RUNNING.value),
+        *values,
+        agent_step_id(thread_id=run.thread_id, run_id=run.run_id, stage=ended.stage),
+        *_step_values(step),
+        done,
+        *(run.thread_id, run.pk, events.at),
+    ]
+    for offset, (kind, document) in enumerate(zip(events.types, events.documents, strict=True)):
+        params += (events.first_seq + offset, kind, document)
+    params.append(events.first_seq)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        row = cursor.fetchone()
+    if row is None:
+        raise RunNoLongerRunning(run.pk)
+    return RunControl(pause_requested=row[0], step_budget=row[1]), row[2], list(row[3])
 
 
 def client_step_create(

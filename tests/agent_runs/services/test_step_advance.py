@@ -1,16 +1,30 @@
 """A stage boundary (``steps.agent_step_advance``): the step's end and the next one's start,
 one statement on PostgreSQL, the park decided in it from the run's flags; fenced on the
-job's claim like the job's other writes."""
+job's claim like the job's other writes. And the job's boundary with its events and the
+thread's lock in that statement (``agent_step_advance_journaled``)."""
 
+import asyncio
+import threading
 import uuid
 
 import pytest
+from ag_ui.core import RunStartedEvent, StepFinishedEvent, StepStartedEvent
+from django.db import connections, transaction
 
 from agent_runs.errors import RunNoLongerRunning
-from agent_runs.models import Run, Step, agent_step_id
+from agent_runs.events.emitter import RunEventEmitter
+from agent_runs.events.store import stream_key
+from agent_runs.models import Run, RunEvent, Step, agent_step_id
 from agent_runs.services.run_claim import run_claim
 from agent_runs.services.run_request import STEP_BUDGET_KEY
-from agent_runs.services.steps import StepBegin, StepEnd, agent_step_advance, agent_step_start
+from agent_runs.services.steps import (
+    StepBegin,
+    StepEnd,
+    agent_step_advance,
+    agent_step_advance_journaled,
+    agent_step_start,
+    thread_lock_for_job,
+)
 from tests.conftest import post_run, run_input
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -89,3 +103,120 @@ def test_a_job_that_lost_its_claim_changes_nothing(alice, redis_queue):
         _advance(run, uuid.uuid4())
 
     assert _steps(run) == {"router": (Step.Status.RUNNING, None)}
+
+
+# -- the boundary with its events, in one statement (PostgreSQL) -----------------------------
+
+
+def _journaled_setup(client) -> tuple[Run, uuid.UUID, RunEventEmitter]:
+    """A run claimed, its router's step started and announced, and the job's emitter (on a
+    loop, as a job's is; the loop never runs: what is tested is written here)."""
+    run, token = _router_running(client)
+    emitter = RunEventEmitter(run=run, claim_token=token, loop=asyncio.new_event_loop())
+    emitter.emit_here(
+        [
+            RunStartedEvent(thread_id=str(run.thread_id), run_id=run.run_id),
+            StepStartedEvent(step_name="router", threadId=str(run.thread_id), runId=run.run_id),
+        ]
+    )
+    return run, token, emitter
+
+
+def _advance_journaled(run: Run, token: uuid.UUID, emitter: RunEventEmitter):
+    ids = {"threadId": str(run.thread_id), "runId": run.run_id}
+    held = emitter.hold_here(
+        [StepFinishedEvent(step_name="router", **ids), StepStartedEvent(step_name="worker", **ids)],
+        last_optional=True,
+    )
+    control, begun, written = agent_step_advance_journaled(
+        run=run,
+        claim_token=token,
+        ended=StepEnd(
+            stage="router", output={"route": "answer"}, additional_output={}, is_last=False
+        ),
+        done=1,
+        then=StepBegin(stage="worker", input="hi"),
+        events=held,
+    )
+    emitter.held_written(held, written)
+    return control, begun, written
+
+
+def _journal(run: Run) -> list[tuple[int, str]]:
+    return list(RunEvent.objects.filter(run=run).order_by("id").values_list("seq", "type"))
+
+
+def test_the_boundary_writes_its_steps_and_events_in_one_statement(alice, redis_queue):
+    run, token, emitter = _journaled_setup(alice)
+
+    control, begun, written = _advance_journaled(run, token, emitter)
+
+    assert begun and not control.pause_requested
+    assert _steps(run) == {
+        "router": (Step.Status.COMPLETED, {"route": "answer"}),
+        "worker": (Step.Status.RUNNING, None),
+    }
+    assert _journal(run) == [
+        (0, "RUN_STARTED"),
+        (1, "STEP_STARTED"),
+        (2, "STEP_FINISHED"),
+        (3, "STEP_STARTED"),
+    ]
+    assert written == list(
+        RunEvent.objects.filter(run=run, seq__gte=2).order_by("seq").values_list("id", flat=True)
+    )
+    # Published as one stream entry once written, and the emitter goes on after them.
+    entries = redis_queue.connection.xrange(stream_key(run.thread_id))
+    assert entries[-1][1][b"ids"] == ",".join(map(str, written)).encode()
+    assert (emitter.next_seq, emitter.previous_id) == (4, written[-1])
+
+
+def test_a_run_parked_at_the_boundary_gets_no_step_started(alice, redis_queue):
+    run, token, emitter = _journaled_setup(alice)
+    Run.objects.filter(pk=run.pk).update(pause_requested=True)
+
+    control, begun, written = _advance_journaled(run, token, emitter)
+
+    assert not begun and control.pause_requested and len(written) == 1
+    assert _journal(run)[-1] == (2, "STEP_FINISHED")
+    assert "worker" not in _steps(run)
+    # The STEP_STARTED left out is as if never emitted: its ordinal is the next event's, and
+    # the worker's step may still start (it is not open).
+    assert emitter.next_seq == 3
+    emitter.emit_here(
+        [StepStartedEvent(step_name="worker", threadId=str(run.thread_id), runId=run.run_id)]
+    )
+    assert _journal(run)[-1] == (3, "STEP_STARTED")
+
+
+def test_a_boundary_that_lost_its_claim_writes_nothing(alice, redis_queue):
+    run, _, emitter = _journaled_setup(alice)
+
+    with pytest.raises(RunNoLongerRunning), emitter.rewound_on_failure():
+        _advance_journaled(run, uuid.uuid4(), emitter)
+
+    assert _steps(run) == {"router": (Step.Status.RUNNING, None)}
+    assert _journal(run) == [(0, "RUN_STARTED"), (1, "STEP_STARTED")]
+    assert emitter.next_seq == 2
+
+
+def test_the_boundary_waits_for_the_threads_lock(alice, redis_queue):
+    run, token, emitter = _journaled_setup(alice)
+    outcome: list[object] = []
+
+    def advance() -> None:
+        try:
+            outcome.append(_advance_journaled(run, token, emitter)[1])
+        finally:
+            connections.close_all()
+
+    with transaction.atomic():
+        # What a request that changes the thread's runs takes first.
+        thread_lock_for_job(thread_id=run.thread_id)
+        boundary = threading.Thread(target=advance)
+        boundary.start()
+        boundary.join(timeout=0.5)
+        assert boundary.is_alive() and _steps(run)["router"][0] == Step.Status.RUNNING
+    boundary.join(timeout=10)
+    assert outcome == [True]
+    assert _steps(run)["router"][0] == Step.Status.COMPLETED
