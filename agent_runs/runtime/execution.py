@@ -7,6 +7,7 @@ import asyncio
 import logging
 import traceback
 import uuid
+from concurrent.futures import Future
 from functools import partial
 
 from ag_ui.core import CustomEvent, RunFinishedEvent
@@ -25,6 +26,7 @@ from agent_runs.runtime import tracing
 from agent_runs.runtime.host import (
     Claim,
     Ending,
+    RunHost,
     claim_register,
     current_job,
     db,
@@ -48,7 +50,7 @@ from agent_runs.usage import BudgetExceeded
 logger = logging.getLogger(__name__)
 
 
-async def run_execute(*, run_pk: int) -> None:
+async def run_execute(*, run_pk: int, starting: "Future[Started] | None" = None) -> None:
     """Run the pipeline (router → worker → memory) for a queued run, streaming its AG-UI
     events, and store its answer and every model call's usage.
 
@@ -56,8 +58,12 @@ async def run_execute(*, run_pk: int) -> None:
     the thread's turn is passed on after it. The claim comes first and is the only check: a
     run that is not this job's to run costs one UPDATE. A connection the database cut is
     replaced, so the job itself ends its run rather than leaving it to the sweeper.
+    ``starting``: the claim begun already (``run_start_soon``).
     """
-    started = await db(_run_start, run_pk, asyncio.get_running_loop())
+    if starting is None:
+        started = await db(_run_start, run_pk, asyncio.get_running_loop())
+    else:
+        started = await asyncio.wrap_future(starting)
     if started is None:
         logger.info("run %s is not claimable now (taken, finished or waiting its turn)", run_pk)
         return
@@ -83,9 +89,19 @@ def _job_id() -> str | None:
     return held.job_id if held is not None else None
 
 
-def _run_start(
-    run_pk: int, loop: asyncio.AbstractEventLoop
-) -> tuple[Run, RunEventEmitter, Opening | Exception] | None:
+def run_start_soon(run_pk: int, host: RunHost) -> "Future[Started]":
+    """The run's claim and opening (``_run_start``) begun at once on one of the host's
+    database threads, from the thread that took its job (RQ's loop), for its task to await
+    (``run_execute(starting=...)``): the claim does not wait for the loop to start the task
+    and hand the claim to a thread (about a millisecond of the run's first token)."""
+    return host.db_submit(_run_start, run_pk, host.loop)
+
+
+# A claimed run with its job's emitter and how it opened; ``None``: not this job's to run.
+Started = tuple[Run, RunEventEmitter, "Opening | Exception"] | None
+
+
+def _run_start(run_pk: int, loop: asyncio.AbstractEventLoop) -> Started:
     """Claim the run and open it (``run_claim_and_open``), tried again on a new connection
     when the database cut the one it used (a restart, a failover while the worker waited):
     nothing of it commits unless all of it does."""

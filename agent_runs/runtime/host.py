@@ -169,6 +169,11 @@ class RunHost:
     def start(self) -> None:
         self._thread.start()
 
+    def db_submit(self, function: Callable[..., T], /, *args: Any) -> "Future[T]":
+        """``db`` from another thread: ``function(*args)`` on one of the database threads at
+        once; a task awaits its result with ``asyncio.wrap_future``."""
+        return self.db_executor.submit(_on_db_thread, function, *args)
+
     def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
         """Run a coroutine on the loop from another thread and wait for its result."""
         return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result()

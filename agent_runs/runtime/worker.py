@@ -61,6 +61,7 @@ from agent_runs.runtime.agents import WORKER_SYSTEM_PROMPT, conversation, worker
 from agent_runs.runtime.async_bridge import drain
 from agent_runs.runtime.chat_models import chat_model_for
 from agent_runs.runtime.demo_model import DEMO_MODEL_ID
+from agent_runs.runtime.execution import run_execute, run_start_soon
 from agent_runs.runtime.host import Ending, HeldJob, RunHost
 from agent_runs.runtime.openai_compatible import provider_clients_close
 from agent_runs.runtime.sdk_models import sdk_clients_close
@@ -68,6 +69,7 @@ from agent_runs.runtime.tracing import worker_tracing_start
 from agent_runs.services.automations import automations_fire_due
 from agent_runs.services.interrupts import interrupts_expire
 from agent_runs.services.lifecycle import runs_recover
+from agent_runs.services.queue import RUN_JOB
 from agent_runs.services.run_claim import runs_heartbeat
 from agent_runs.services.workers import worker_beat, worker_beat_end, worker_beats_prune
 from agent_runs.tracing import tracing_flush
@@ -218,7 +220,8 @@ class RunWorker(SimpleWorker):
         A run's job is registered once its run is claimed (``HeldJob.begin``): RQ's
         bookkeeping, on its own thread, took the interpreter from the run's start (about
         3 ms of a loaded hour's first token), and the claim is what says the run is this
-        job's."""
+        job's. A run's claim begins here, on a database thread (``run_start_soon``), while
+        the loop starts the job's task, which waits for it."""
         job.started_at = now()
         held = HeldJob(
             job_id=job.id,
@@ -226,6 +229,15 @@ class RunWorker(SimpleWorker):
             payload=[job, queue, None],
             begun=lambda begun: self._finisher.submit(self._register, begun),
         )
+        if job.func_name == RUN_JOB and len(job.args) == 1 and not job.kwargs:
+            # A run: its claim begins now, on a database thread, while the loop starts its
+            # task.
+            run_pk = job.args[0]
+            starting = run_start_soon(run_pk, self._host)
+            self._host.submit(
+                held, lambda: run_execute(run_pk=run_pk, starting=starting), self._ended
+            )
+            return
         if not inspect.iscoroutinefunction(job.func):
             held.begin()  # not a run: no claim to wait for
         self._host.submit(held, lambda: self._perform(job), self._ended)

@@ -6,8 +6,10 @@ import pytest
 from django.conf import settings
 from django.utils import timezone
 
-from agent_runs.models import Message, Run
+from agent_runs.models import Message, Run, RunEvent
 from agent_runs.runtime.demo_model import demo_answer
+from agent_runs.runtime.execution import run_start_soon
+from agent_runs.runtime.host import RunHost
 from agent_runs.services.queue import run_enqueue
 from tests.conftest import post_run, run_input, wait_for, work_burst
 
@@ -169,3 +171,24 @@ def test_a_worker_whose_database_connection_was_cut_runs_the_next_run(alice, red
 
     after = Run.objects.get(run_id="after")
     assert after.status == Run.Status.COMPLETED, after.error
+
+
+def test_a_runs_claim_begins_on_a_database_thread_without_waiting_for_the_loop(alice, redis_queue):
+    """``run_start_soon``: what RQ's loop starts as it hands a run's job on; the run is
+    claimed and opened on a database thread though the host's loop never runs a task."""
+    body = run_input()
+    post_run(alice, body)
+    run = Run.objects.get(run_id=body["runId"])
+    host = RunHost(concurrency=1, db_threads=1)  # its loop is never started
+    try:
+        started = run_start_soon(run.pk, host).result(timeout=10)
+    finally:
+        host.close()
+
+    assert started is not None
+    claimed, emitter, _ = started
+    run.refresh_from_db()
+    assert claimed.pk == run.pk and run.status == Run.Status.RUNNING
+    assert run.claim_token == emitter.claim_token is not None
+    types = list(RunEvent.objects.filter(run=run).order_by("seq").values_list("type", flat=True))
+    assert types == ["RUN_STARTED", "STEP_STARTED"]
