@@ -178,8 +178,8 @@ class RunEventEmitter(BatchSource):
 
     def hold_here(self, events: list[BaseEvent], *, last_optional: bool = False) -> HeldEvents:
         """Check events and hold them for one statement of the caller's that writes them
-        with the rows they announce (``held_written``), outside any transaction: their rows
-        as the journal stores them. ``last_optional``: the statement may leave the last one
+        with the rows they announce (``held_written``): their rows as the journal stores
+        them. ``last_optional``: the statement may leave the last one
         out (a step that it decides not to start). For an emitter on a loop, whose writes
         are flushed (``flush_async()``) first, around ``rewound_on_failure``."""
         if self._loop is None or self.writing or self._pending:
@@ -201,8 +201,9 @@ class RunEventEmitter(BatchSource):
         )
 
     def held_written(self, held: HeldEvents, ids: list[int]) -> None:
-        """The caller's statement wrote the held events, ``ids`` in order, and committed: they
-        are published. An optional last event it left out is as if never emitted."""
+        """The caller's statement wrote the held events, ``ids`` in order: they are published
+        (once the caller's transaction commits, inside one). An optional last event it left
+        out is as if never emitted."""
         documents = held.documents
         if len(ids) == len(self._pending) - 1 and self._unheld is not None:
             self.sequence = self._unheld
@@ -212,7 +213,7 @@ class RunEventEmitter(BatchSource):
             raise RuntimeError(f"{len(ids)} of {len(self._pending)} held events written")
         for payload in self._pending:
             self._measure(payload["type"])
-        self._publish_batch(ids, documents, held.at, committed=True)
+        self._publish_batch(ids, documents, held.at, committed=not db_connection.in_atomic_block)
         self._pending = []
         self._unheld = None
         self._last_flush = time.monotonic()

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ag_ui.core import BaseEvent, CustomEvent, RunStartedEvent
-from django.db import InterfaceError, OperationalError, transaction
+from django.db import InterfaceError, OperationalError, connection, transaction
 from pydantic import BaseModel
 
 from agent_runs.agent_config import stage_enabled
@@ -111,7 +111,13 @@ def run_open(run: Run, emitter: RunEventEmitter) -> Opening:
             step_input: Any = checkpoint.output.answer
         else:
             step_input = turn.user_message.content
-        events.append(turn.step_begin(StepBegin(stage=stage, input=step_input)))
+        begin = StepBegin(stage=stage, input=step_input)
+        if connection.vendor == "postgresql":
+            # The step and every event of the opening in one statement.
+            turn.step_begin_journaled(begin, events_before=events)
+            events = []
+        else:
+            events.append(turn.step_begin(begin))
     if events:
         emitter.emit_here(events)
     return Opening(turn=turn, stages=stages, checkpoint=checkpoint, first=first)

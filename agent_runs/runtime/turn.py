@@ -59,6 +59,7 @@ from agent_runs.services.steps import (
     agent_step_advance_journaled,
     agent_step_finish,
     agent_step_start,
+    agent_step_start_journaled,
     thread_lock_for_job,
 )
 from agent_runs.usage import Limits
@@ -203,6 +204,22 @@ class RunTurn:
         )
         self.steps_begun.add(begin.stage)
         return StepStartedEvent(step_name=begin.stage, **self.ids)
+
+    def step_begin_journaled(self, begin: StepBegin, *, events_before: list[BaseEvent]) -> None:
+        """``step_begin`` with its ``STEP_STARTED`` and ``events_before`` (the run's start)
+        written in the same statement (PostgreSQL, in the caller's transaction)."""
+        held = self.emitter.hold_here(
+            [*events_before, StepStartedEvent(step_name=begin.stage, **self.ids)]
+        )
+        ids = agent_step_start_journaled(
+            run=self.run,
+            claim_token=self.claim_token,
+            stage=begin.stage,
+            input=begin.input,
+            events=held,
+        )
+        self.emitter.held_written(held, ids)
+        self.steps_begun.add(begin.stage)
 
     def step_after(self, stage: Stage, *, input: Any) -> StepBegin | None:
         """The step of the stage after ``stage``, to start at the boundary (none after the

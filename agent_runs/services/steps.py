@@ -112,6 +112,54 @@ def _step_insert_claimed(*, run: Run, claim_token: uuid.UUID, step: Step) -> Non
             raise RunNoLongerRunning(run.pk)
 
 
+def agent_step_start_journaled(
+    *, run: Run, claim_token: uuid.UUID, stage: str, input: Any, events: HeldEvents
+) -> list[int]:
+    """``agent_step_start`` and the events that announce it (``events``: the run's start,
+    the step's) in one statement (PostgreSQL), in the caller's transaction; the events'
+    ids. Its events were a round trip of their own."""
+    step = _agent_step(run=run, stage=stage, input=input)
+    columns, placeholders = _step_insert_head()
+    journaled, journaled_params = _journaled(run, events, "EXISTS (SELECT 1 FROM begun)")
+    sql = (
+        f"WITH begun AS (INSERT INTO {Step._meta.db_table} ({columns}) "
+        f"SELECT {placeholders} WHERE {_CLAIMED} RETURNING id), {journaled} "
+        f"SELECT {_JOURNALED_IDS}"
+    )
+    params = [
+        *_step_values(step),
+        *(run.pk, claim_token, Run.Status.RUNNING.value),
+        *journaled_params,
+    ]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        ids: list[int] = list(cursor.fetchone()[0])
+    if not ids:
+        raise RunNoLongerRunning(run.pk)
+    return ids
+
+
+def _journaled(run: Run, events: HeldEvents, condition: str) -> tuple[str, list[Any]]:
+    """A statement's ``journaled``: the run's ``events`` inserted as the journal stores them
+    (``events.store.insert_events``) when ``condition`` holds (its placeholders' values
+    follow these), returning their ids and ordinals (``_JOURNALED_IDS``)."""
+    rows = ", ".join(["(%s::integer, %s, %s::jsonb)"] * len(events.types))
+    sql = (
+        f"journaled AS (INSERT INTO {RunEvent._meta.db_table} "
+        "(thread_id, run_id, seq, type, payload, created_at) "
+        f"SELECT %s, %s, v.seq, v.type, v.payload, %s FROM (VALUES {rows}) "
+        f"AS v(seq, type, payload) WHERE {condition} RETURNING id, seq)"
+    )
+    params: list[Any] = [run.thread_id, run.pk, events.at]
+    for offset, (kind, document) in enumerate(zip(events.types, events.documents, strict=True)):
+        params += (events.first_seq + offset, kind, document)
+    return sql, params
+
+
+# The ids of the events ``journaled`` wrote, in order.
+_JOURNALED_IDS = "ARRAY(SELECT id FROM journaled ORDER BY seq)"
+
+
 def _step_values(step: Step) -> list[Any]:
     """A step's columns' values, as its insert sends them (``_step_insert_head``)."""
     return [
@@ -335,7 +383,11 @@ def agent_step_advance_journaled(
     )
     columns, placeholders = _step_insert_head()
     step = _agent_step(run=run, stage=then.stage, input=then.input)
-    rows = ", ".join(["(%s::integer, %s, %s::jsonb)"] * len(events.types))
+    journaled, journaled_params = _journaled(
+        run,
+        events,
+        "EXISTS (SELECT 1 FROM finished) AND (v.seq = %s OR EXISTS (SELECT 1 FROM begun))",
+    )
     sql = (
         f"WITH locked AS (SELECT 1 FROM {Thread._meta.db_table} WHERE id = %s "
         "FOR NO KEY UPDATE), "
@@ -346,14 +398,9 @@ def agent_step_advance_journaled(
         "RETURNING claimed.pause_requested, claimed.step_budget), "
         f"begun AS (INSERT INTO {Step._meta.db_table} ({columns}) SELECT {placeholders} "
         "FROM finished WHERE NOT finished.pause_requested AND (finished.step_budget IS NULL "
-        "OR finished.step_budget > %s) RETURNING id), "
-        f"journaled AS (INSERT INTO {RunEvent._meta.db_table} "
-        "(thread_id, run_id, seq, type, payload, created_at) "
-        f"SELECT %s, %s, v.seq, v.type, v.payload, %s FROM (VALUES {rows}) "
-        "AS v(seq, type, payload) WHERE EXISTS (SELECT 1 FROM finished) "
-        "AND (v.seq = %s OR EXISTS (SELECT 1 FROM begun)) RETURNING id, seq) "
-        "SELECT pause_requested, step_budget, EXISTS (SELECT 1 FROM begun), "
-        "ARRAY(SELECT id FROM journaled ORDER BY seq) FROM finished"
+        f"OR finished.step_budget > %s) RETURNING id), {journaled} "
+        f"SELECT pause_requested, step_budget, EXISTS (SELECT 1 FROM begun), {_JOURNALED_IDS} "
+        "FROM finished"
     )
     params: list[Any] = [
         run.thread_id,
@@ -362,11 +409,9 @@ def agent_step_advance_journaled(
         agent_step_id(thread_id=run.thread_id, run_id=run.run_id, stage=ended.stage),
         *_step_values(step),
         done,
-        *(run.thread_id, run.pk, events.at),
+        *journaled_params,
+        events.first_seq,
     ]
-    for offset, (kind, document) in enumerate(zip(events.types, events.documents, strict=True)):
-        params += (events.first_seq + offset, kind, document)
-    params.append(events.first_seq)
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         row = cursor.fetchone()

@@ -1,7 +1,8 @@
 """A stage boundary (``steps.agent_step_advance``): the step's end and the next one's start,
 one statement on PostgreSQL, the park decided in it from the run's flags; fenced on the
 job's claim like the job's other writes. And the job's boundary with its events and the
-thread's lock in that statement (``agent_step_advance_journaled``)."""
+thread's lock in that statement (``agent_step_advance_journaled``), and a run's first step
+with the events of its start (``agent_step_start_journaled``)."""
 
 import asyncio
 import threading
@@ -23,6 +24,7 @@ from agent_runs.services.steps import (
     agent_step_advance,
     agent_step_advance_journaled,
     agent_step_start,
+    agent_step_start_journaled,
     thread_lock_for_job,
 )
 from tests.conftest import post_run, run_input
@@ -220,3 +222,52 @@ def test_the_boundary_waits_for_the_threads_lock(alice, redis_queue):
     boundary.join(timeout=10)
     assert outcome == [True]
     assert _steps(run)["router"][0] == Step.Status.COMPLETED
+
+
+def _claimed_with_emitter(client) -> tuple[Run, uuid.UUID, RunEventEmitter]:
+    body = run_input()
+    post_run(client, body)
+    run = Run.objects.get(run_id=body["runId"])
+    token = run_claim(run_pk=run.pk)
+    assert token is not None
+    return run, token, RunEventEmitter(run=run, claim_token=token, loop=asyncio.new_event_loop())
+
+
+def _start_journaled(run: Run, token: uuid.UUID, emitter: RunEventEmitter) -> list[int]:
+    ids = {"threadId": str(run.thread_id), "runId": run.run_id}
+    held = emitter.hold_here(
+        [
+            RunStartedEvent(thread_id=str(run.thread_id), run_id=run.run_id),
+            StepStartedEvent(step_name="router", **ids),
+        ]
+    )
+    written = agent_step_start_journaled(
+        run=run, claim_token=token, stage="router", input="hi", events=held
+    )
+    emitter.held_written(held, written)
+    return written
+
+
+def test_a_runs_first_step_and_its_events_are_one_statement(alice, redis_queue):
+    run, token, emitter = _claimed_with_emitter(alice)
+
+    with transaction.atomic():
+        written = _start_journaled(run, token, emitter)
+        # Published once the transaction commits, not before.
+        assert not redis_queue.connection.exists(stream_key(run.thread_id))
+
+    assert _steps(run) == {"router": (Step.Status.RUNNING, None)}
+    assert _journal(run) == [(0, "RUN_STARTED"), (1, "STEP_STARTED")]
+    entries = redis_queue.connection.xrange(stream_key(run.thread_id))
+    assert [entry[1][b"ids"] for entry in entries] == [",".join(map(str, written)).encode()]
+    assert emitter.next_seq == 2
+
+
+def test_a_first_step_whose_claim_is_lost_writes_nothing(alice, redis_queue):
+    run, _, emitter = _claimed_with_emitter(alice)
+
+    with pytest.raises(RunNoLongerRunning), emitter.rewound_on_failure():
+        _start_journaled(run, uuid.uuid4(), emitter)
+
+    assert _steps(run) == {} and _journal(run) == []
+    assert emitter.next_seq == 0
