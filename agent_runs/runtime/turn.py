@@ -289,22 +289,30 @@ class RunTurn:
         # On PostgreSQL the thread's lock, the steps and their events in one statement
         # (``agent_step_advance_journaled``), where a transaction took five round trips.
         with self.emitter.rewound_on_failure():
-            held = self.emitter.hold_here(
-                [
-                    StepFinishedEvent(step_name=ended.stage, **self.ids),
-                    StepStartedEvent(step_name=then.stage, **self.ids),
-                ],
-                last_optional=True,
-            )
-            self.control, begun, ids = agent_step_advance_journaled(
-                run=self.run,
-                claim_token=self.claim_token,
-                ended=ended,
-                done=self._stages_done(ended),
-                then=then,
-                events=held,
-            )
-            self.emitter.held_written(held, ids)
+            self.step_advance_journaled(ended, then, events_before=[])
+
+    def step_advance_journaled(
+        self, ended: StepEnd, then: StepBegin, *, events_before: list[BaseEvent]
+    ) -> None:
+        """``step_advance`` and its events, ``events_before`` first, written in the same
+        statement (PostgreSQL; on its own, or in the caller's transaction)."""
+        held = self.emitter.hold_here(
+            [
+                *events_before,
+                StepFinishedEvent(step_name=ended.stage, **self.ids),
+                StepStartedEvent(step_name=then.stage, **self.ids),
+            ],
+            last_optional=True,
+        )
+        self.control, begun, ids = agent_step_advance_journaled(
+            run=self.run,
+            claim_token=self.claim_token,
+            ended=ended,
+            done=self._stages_done(ended),
+            then=then,
+            events=held,
+        )
+        self.emitter.held_written(held, ids)
         if begun:
             self.steps_begun.add(then.stage)
 

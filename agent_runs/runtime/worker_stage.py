@@ -17,7 +17,7 @@ from agentscope.message import (
     Msg,
 )
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from pydantic import ValidationError
 
 from agent_runs.models import Stage, Visibility, agent_step_id
@@ -230,16 +230,19 @@ def _answer_store(
                 content=answer.content.encode(),
                 mime_type="text/markdown",
             )
-        events: list[BaseEvent] = [
-            answer_end_event(
-                output,
-                state,
-                digest=turn.billing.run_usage_digest(
-                    run=run, any_records=turn.usage.recorded_calls > 0
-                ),
-                locale=user_locale(user_profile_settings(user_id=run.thread.owner_id)),
-            )
-        ]
+        answer_end = answer_end_event(
+            output,
+            state,
+            digest=turn.billing.run_usage_digest(
+                run=run, any_records=turn.usage.recorded_calls > 0
+            ),
+            locale=user_locale(user_profile_settings(user_id=run.thread.owner_id)),
+        )
+        if ended is not None and then is not None and connection.vendor == "postgresql":
+            # The steps and the events in one statement.
+            turn.step_advance_journaled(ended, then, events_before=[answer_end])
+            return
+        events: list[BaseEvent] = [answer_end]
         if ended is not None:
             events += turn.step_advance(ended, then)
         turn.emitter.emit_here(events)

@@ -363,13 +363,15 @@ def agent_step_advance_journaled(
     then: StepBegin,
     events: HeldEvents,
 ) -> tuple[RunControl, bool, list[int]]:
-    """``agent_step_advance`` with the boundary's events, in one statement outside any
-    transaction (PostgreSQL): the thread's row locked first (``thread_lock_for_job``), then
-    the step's end and the next step's start as ``_step_advance_claimed`` makes them, and
-    ``events`` (the step's ``STEP_FINISHED``, then the next one's ``STEP_STARTED``, left out
-    when the run parks instead) written as the journal writes them. What the run's clients
-    ask of it now, whether the next step was started, and the ids of the events written.
-    Its BEGIN, lock, events and COMMIT were a round trip each.
+    """``agent_step_advance`` with the boundary's events in one statement (PostgreSQL), on
+    its own or in the caller's transaction: the thread's row locked first
+    (``thread_lock_for_job``; inside a transaction that holds it, the lock held), then the
+    step's end and the next step's start as ``_step_advance_claimed`` makes them, and
+    ``events`` written as the journal writes them: those the boundary comes with (the
+    worker's answer's end), the step's ``STEP_FINISHED``, and last the next one's
+    ``STEP_STARTED``, left out when the run parks instead. What the run's clients ask of it
+    now, whether the next step was started, and the ids of the events written. On its own,
+    a transaction's BEGIN, lock, events and COMMIT were a round trip each.
 
     Every row it reads of another transaction's it locks (the run's, shared; the steps'),
     so that a wait for the thread's lock ends with the rows as that transaction left them,
@@ -386,7 +388,7 @@ def agent_step_advance_journaled(
     journaled, journaled_params = _journaled(
         run,
         events,
-        "EXISTS (SELECT 1 FROM finished) AND (v.seq = %s OR EXISTS (SELECT 1 FROM begun))",
+        "EXISTS (SELECT 1 FROM finished) AND (v.seq < %s OR EXISTS (SELECT 1 FROM begun))",
     )
     sql = (
         f"WITH locked AS (SELECT 1 FROM {Thread._meta.db_table} WHERE id = %s "
@@ -410,7 +412,7 @@ def agent_step_advance_journaled(
         *_step_values(step),
         done,
         *journaled_params,
-        events.first_seq,
+        events.first_seq + len(events.types) - 1,  # the last: the next step's start
     ]
     with connection.cursor() as cursor:
         cursor.execute(sql, params)

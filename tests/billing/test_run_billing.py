@@ -1,7 +1,6 @@
 """Runs through a real worker against the loopback provider end with their model calls
 recorded and priced (docs/spec/sse-events-and-usage.md, 3.4 and 5), failed runs included."""
 
-import uuid
 from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
@@ -11,9 +10,9 @@ import pytest
 from django.db import connection, transaction
 
 from agent_runs.models import Run, RunEvent
-from agent_runs.runtime import execution, turn, worker_stage
+from agent_runs.runtime import execution, turn
 from agent_runs.runtime.usage import RunUsage
-from agent_runs.services.steps import thread_lock_for_job
+from agent_runs.services.steps import agent_step_advance_journaled, thread_lock_for_job
 from billing import services as billing_services
 from billing.models import UsageRecord
 from billing.selectors import run_usage_summary
@@ -78,11 +77,14 @@ def test_each_stage_s_usage_is_committed_on_its_own_before_the_write_that_report
     beside the worker's reply, once the reply's first events are out (the boundary between
     them reports no usage, and the first token does not wait for the record), the worker's
     before the transaction that writes its answer's end (which reports the run's usage so
-    far), the memory stage's before the run's end. Another connection sees them when those
-    transactions begin (each takes the thread's lock first)."""
+    far), the memory stage's before the run's end. Another connection sees them as those
+    writes begin: the router's boundary and the answer's steps (each one statement), the
+    run's end (its transaction takes the thread's lock first)."""
     seen: list[int] = []
-    for module in (turn, worker_stage, execution):
-        monkeypatch.setattr(module, "thread_lock_for_job", _looking_first(seen))
+    monkeypatch.setattr(
+        turn, "agent_step_advance_journaled", _looking_first(seen, agent_step_advance_journaled)
+    )
+    monkeypatch.setattr(execution, "thread_lock_for_job", _looking_first(seen, thread_lock_for_job))
     price_entry(DEEPSEEK, (None, "0.00000028", "0.00000042", "0.000000028"))
     post_run(alice, run_input())
     work_burst(redis_queue)
@@ -93,16 +95,18 @@ def test_each_stage_s_usage_is_committed_on_its_own_before_the_write_that_report
     assert seen == [0, 2, 3]
 
 
-def _looking_first(seen: list[int]) -> Callable[..., None]:
-    def lock(*, thread_id: uuid.UUID) -> None:
+def _looking_first(seen: list[int], write: Callable[..., Any]) -> Callable[..., Any]:
+    """``write``, once another connection has counted the usage records committed."""
+
+    def looked(**kwargs: Any) -> Any:
         params = connection.get_connection_params()
         params.pop("cursor_factory", None)
         with psycopg.connect(**params) as other:
             counted = other.execute("SELECT count(*) FROM billing_usagerecord").fetchone()
         seen.append(counted[0] if counted else 0)
-        thread_lock_for_job(thread_id=thread_id)
+        return write(**kwargs)
 
-    return lock
+    return looked
 
 
 def test_a_record_whose_connection_the_database_cut_is_made_once_on_a_new_one(
