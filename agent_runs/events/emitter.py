@@ -179,9 +179,9 @@ class RunEventEmitter(BatchSource):
     def hold_here(self, events: list[BaseEvent], *, last_optional: bool = False) -> HeldEvents:
         """Check events and hold them for one statement of the caller's that writes them
         with the rows they announce (``held_written``): their rows as the journal stores
-        them. ``last_optional``: the statement may leave the last one
-        out (a step that it decides not to start). For an emitter on a loop, whose writes
-        are flushed (``flush_async()``) first, around ``rewound_on_failure``."""
+        them. ``last_optional``: the statement may leave the last one out (a step that it
+        decides not to start). For an emitter on a loop, whose writes are flushed
+        (``flush_async()``) first, within ``rewound_on_failure``."""
         if self._loop is None or self.writing or self._pending:
             raise RuntimeError("an emitter on a loop whose writes are flushed writes here")
         self._unheld = None

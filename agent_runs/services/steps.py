@@ -322,6 +322,28 @@ def _step_advance_claimed(
     ``_step_update_claimed`` makes it, and the next step inserted as ``agent_step_start``
     inserts it unless the run's flags, read under its share lock, park it after ``done``
     stages (``RunControl.parks_after``, in SQL)."""
+    ctes, params = _advance_ctes(
+        run=run, claim_token=claim_token, ended=ended, done=done, then=then, locked=""
+    )
+    sql = (
+        f"WITH {ctes} "
+        "SELECT pause_requested, step_budget, EXISTS (SELECT 1 FROM begun) FROM finished"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        row = cursor.fetchone()
+    if row is None:
+        raise RunNoLongerRunning(run.pk)
+    return RunControl(pause_requested=row[0], step_budget=row[1]), row[2]
+
+
+def _advance_ctes(
+    *, run: Run, claim_token: uuid.UUID, ended: StepEnd, done: int, then: StepBegin, locked: str
+) -> tuple[str, list[Any]]:
+    """The boundary's ``claimed`` (the run's flags, under its share lock, while it is the
+    job's; ``locked``: a condition it waits for first), ``finished`` (the step's end) and
+    ``begun`` (the next step, unless the run parks after ``done`` stages), and their
+    parameters."""
     sets, values = _step_sets(
         _finish_changes(
             output=ended.output, additional_output=ended.additional_output, is_last=ended.is_last
@@ -329,15 +351,15 @@ def _step_advance_claimed(
     )
     columns, placeholders = _step_insert_head()
     step = _agent_step(run=run, stage=then.stage, input=then.input)
-    sql = (
-        f"WITH claimed AS (SELECT pause_requested, (request ->> %s::text)::integer AS "
-        f"step_budget FROM {Run._meta.db_table} WHERE id = %s AND claim_token = %s AND "
-        f"status = %s FOR SHARE), finished AS (UPDATE {Step._meta.db_table} SET {sets} "
-        "FROM claimed WHERE id = %s RETURNING claimed.pause_requested, claimed.step_budget), "
+    ctes = (
+        f"claimed AS (SELECT pause_requested, (request ->> %s::text)::integer AS step_budget "
+        f"FROM {Run._meta.db_table} WHERE id = %s AND claim_token = %s AND status = %s"
+        f"{locked} FOR SHARE), "
+        f"finished AS (UPDATE {Step._meta.db_table} SET {sets} FROM claimed WHERE id = %s "
+        "RETURNING claimed.pause_requested, claimed.step_budget), "
         f"begun AS (INSERT INTO {Step._meta.db_table} ({columns}) SELECT {placeholders} "
         "FROM finished WHERE NOT finished.pause_requested AND (finished.step_budget IS NULL "
-        "OR finished.step_budget > %s) RETURNING id) "
-        "SELECT pause_requested, step_budget, EXISTS (SELECT 1 FROM begun) FROM finished"
+        "OR finished.step_budget > %s) RETURNING id)"
     )
     params = [
         *(STEP_BUDGET_KEY, run.pk, claim_token, Run.Status.RUNNING.value),
@@ -346,12 +368,7 @@ def _step_advance_claimed(
         *_step_values(step),
         done,
     ]
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        row = cursor.fetchone()
-    if row is None:
-        raise RunNoLongerRunning(run.pk)
-    return RunControl(pause_requested=row[0], step_budget=row[1]), row[2]
+    return ctes, params
 
 
 def agent_step_advance_journaled(
@@ -378,13 +395,14 @@ def agent_step_advance_journaled(
     as a statement of their own after the lock would read them."""
     if connection.vendor != "postgresql":
         raise RuntimeError("one statement on PostgreSQL only")
-    sets, values = _step_sets(
-        _finish_changes(
-            output=ended.output, additional_output=ended.additional_output, is_last=ended.is_last
-        )
+    ctes, advance_params = _advance_ctes(
+        run=run,
+        claim_token=claim_token,
+        ended=ended,
+        done=done,
+        then=then,
+        locked=" AND EXISTS (SELECT 1 FROM locked)",
     )
-    columns, placeholders = _step_insert_head()
-    step = _agent_step(run=run, stage=then.stage, input=then.input)
     journaled, journaled_params = _journaled(
         run,
         events,
@@ -392,25 +410,13 @@ def agent_step_advance_journaled(
     )
     sql = (
         f"WITH locked AS (SELECT 1 FROM {Thread._meta.db_table} WHERE id = %s "
-        "FOR NO KEY UPDATE), "
-        f"claimed AS (SELECT pause_requested, (request ->> %s::text)::integer AS step_budget "
-        f"FROM {Run._meta.db_table} WHERE id = %s AND claim_token = %s AND status = %s AND "
-        "EXISTS (SELECT 1 FROM locked) FOR SHARE), "
-        f"finished AS (UPDATE {Step._meta.db_table} SET {sets} FROM claimed WHERE id = %s "
-        "RETURNING claimed.pause_requested, claimed.step_budget), "
-        f"begun AS (INSERT INTO {Step._meta.db_table} ({columns}) SELECT {placeholders} "
-        "FROM finished WHERE NOT finished.pause_requested AND (finished.step_budget IS NULL "
-        f"OR finished.step_budget > %s) RETURNING id), {journaled} "
+        f"FOR NO KEY UPDATE), {ctes}, {journaled} "
         f"SELECT pause_requested, step_budget, EXISTS (SELECT 1 FROM begun), {_JOURNALED_IDS} "
         "FROM finished"
     )
     params: list[Any] = [
         run.thread_id,
-        *(STEP_BUDGET_KEY, run.pk, claim_token, Run.Status.RUNNING.value),
-        *values,
-        agent_step_id(thread_id=run.thread_id, run_id=run.run_id, stage=ended.stage),
-        *_step_values(step),
-        done,
+        *advance_params,
         *journaled_params,
         events.first_seq + len(events.types) - 1,  # the last: the next step's start
     ]
