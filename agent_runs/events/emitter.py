@@ -13,7 +13,6 @@ import logging
 import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -27,24 +26,12 @@ from redis.exceptions import RedisError
 
 from agent_runs.errors import RunNoLongerRunning
 from agent_runs.events.codec import TERMINAL_TYPES, EventSequence, encode_event
-from agent_runs.events.store import insert_events, redis_client, stream_key
+from agent_runs.events.store import HeldEvents, insert_events, redis_client, stream_key
 from agent_runs.events.writer import BatchSource, journal_writer
 from agent_runs.metrics import RUN_TIME_TO_FIRST_TOKEN, events_emitted
 from agent_runs.models import Run, RunEvent
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class HeldEvents:
-    """Events held for a statement of the caller's (``RunEventEmitter.hold_here``): the first
-    one's ordinal in the run, and each one's type and JSON, as the journal stores them,
-    written ``at``."""
-
-    first_seq: int
-    types: list[str]
-    documents: list[str]
-    at: datetime
 
 
 class RunEventEmitter(BatchSource):

@@ -6,6 +6,7 @@ of a worker) both write through these (docs/architecture.md, "The journal").
 """
 
 import uuid
+from dataclasses import dataclass
 from datetime import datetime
 from functools import cache
 from typing import Any
@@ -64,24 +65,49 @@ def _insert_statement(
     at: datetime,
 ) -> tuple[str, list[Any]]:
     """The fenced multi-row INSERT of ``insert_events`` and its parameters."""
-    rows = ", ".join(["(%s::integer, %s, %s::jsonb)"] * len(payloads))
-    params: list[Any] = [run.thread_id, run.pk, at]
-    for offset, (payload, document) in enumerate(zip(payloads, documents, strict=True)):
-        params += (first_seq + offset, payload["type"], document)
-    fence = ""
+    fence, fence_params = "TRUE", []
     if claim_token is not None:
         fence = (
-            f"WHERE EXISTS (SELECT 1 FROM {Run._meta.db_table} r WHERE r.id = %s "
+            f"EXISTS (SELECT 1 FROM {Run._meta.db_table} r WHERE r.id = %s "
             "AND r.claim_token = %s AND r.status = %s FOR SHARE)"
         )
-        params += (run.pk, claim_token, Run.Status.RUNNING.value)
+        fence_params = [run.pk, claim_token, Run.Status.RUNNING.value]
+    held = HeldEvents(
+        first_seq=first_seq,
+        types=[payload["type"] for payload in payloads],
+        documents=documents,
+        at=at,
+    )
+    sql, params = events_insert_sql(run, held, where=fence)
+    return sql, [*params, *fence_params]
+
+
+@dataclass(frozen=True)
+class HeldEvents:
+    """A run's events as the journal stores them, for one statement to write: the first
+    one's ordinal in the run, each one's type and JSON, and when they are written."""
+
+    first_seq: int
+    types: list[str]
+    documents: list[str]
+    at: datetime
+
+
+def events_insert_sql(run: Run, events: HeldEvents, *, where: str) -> tuple[str, list[Any]]:
+    """The multi-row ``INSERT`` of a run's ``events`` that writes them when ``where`` holds
+    (its placeholders' values follow the returned ones), returning each one's id and
+    ordinal; and its parameters."""
+    rows = ", ".join(["(%s::integer, %s, %s::jsonb)"] * len(events.types))
     sql = (
         f"INSERT INTO {RunEvent._meta.db_table} "
         "(thread_id, run_id, seq, type, payload, created_at) "
         "SELECT %s, %s, v.seq, v.type, v.payload, %s "
-        f"FROM (VALUES {rows}) AS v(seq, type, payload) {fence} "
-        "RETURNING id"
+        f"FROM (VALUES {rows}) AS v(seq, type, payload) WHERE {where} "
+        "RETURNING id, seq"
     )
+    params: list[Any] = [run.thread_id, run.pk, events.at]
+    for offset, (kind, document) in enumerate(zip(events.types, events.documents, strict=True)):
+        params += (events.first_seq + offset, kind, document)
     return sql, params
 
 

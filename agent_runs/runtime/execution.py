@@ -49,6 +49,9 @@ from agent_runs.usage import BudgetExceeded
 
 logger = logging.getLogger(__name__)
 
+# A claimed run with its job's emitter and how it opened; ``None``: not this job's to run.
+Started = tuple[Run, RunEventEmitter, Opening | Exception] | None
+
 
 async def run_execute(*, run_pk: int, starting: "Future[Started] | None" = None) -> None:
     """Run the pipeline (router → worker → memory) for a queued run, streaming its AG-UI
@@ -95,10 +98,6 @@ def run_start_soon(run_pk: int, host: RunHost) -> "Future[Started]":
     (``run_execute(starting=...)``): the claim does not wait for the loop to start the task
     and hand the claim to a thread (about a millisecond of the run's first token)."""
     return host.db_submit(_run_start, run_pk, host.loop)
-
-
-# A claimed run with its job's emitter and how it opened; ``None``: not this job's to run.
-Started = tuple[Run, RunEventEmitter, "Opening | Exception"] | None
 
 
 def _run_start(run_pk: int, loop: asyncio.AbstractEventLoop) -> Started:

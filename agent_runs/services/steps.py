@@ -11,8 +11,8 @@ from django.db.models import Field
 from django.utils import timezone
 
 from agent_runs.errors import RunNoLongerRunning, StepNotEditable, StepTransitionInvalid
-from agent_runs.events.emitter import HeldEvents
-from agent_runs.models import Run, RunEvent, Step, Thread, agent_step_id
+from agent_runs.events.store import HeldEvents, events_insert_sql
+from agent_runs.models import Run, Step, Thread, agent_step_id
 from agent_runs.services.run_request import STEP_BUDGET_KEY
 
 # A client's step moves forward only; a step that has ended stays as it is.
@@ -140,20 +140,10 @@ def agent_step_start_journaled(
 
 
 def _journaled(run: Run, events: HeldEvents, condition: str) -> tuple[str, list[Any]]:
-    """A statement's ``journaled``: the run's ``events`` inserted as the journal stores them
-    (``events.store.insert_events``) when ``condition`` holds (its placeholders' values
-    follow these), returning their ids and ordinals (``_JOURNALED_IDS``)."""
-    rows = ", ".join(["(%s::integer, %s, %s::jsonb)"] * len(events.types))
-    sql = (
-        f"journaled AS (INSERT INTO {RunEvent._meta.db_table} "
-        "(thread_id, run_id, seq, type, payload, created_at) "
-        f"SELECT %s, %s, v.seq, v.type, v.payload, %s FROM (VALUES {rows}) "
-        f"AS v(seq, type, payload) WHERE {condition} RETURNING id, seq)"
-    )
-    params: list[Any] = [run.thread_id, run.pk, events.at]
-    for offset, (kind, document) in enumerate(zip(events.types, events.documents, strict=True)):
-        params += (events.first_seq + offset, kind, document)
-    return sql, params
+    """A statement's ``journaled``: the run's ``events`` written as the journal writes them
+    (``events_insert_sql``) when ``condition`` holds, and its parameters."""
+    sql, params = events_insert_sql(run, events, where=condition)
+    return f"journaled AS ({sql})", params
 
 
 # The ids of the events ``journaled`` wrote, in order.
