@@ -13,6 +13,7 @@ import logging
 import time
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -106,6 +107,8 @@ class RunEventEmitter(BatchSource):
         self._loop = loop
         # When this emitter sent RUN_STARTED, until the run's first text (time to first token).
         self._started_at: float | None = None
+        # Events held for a statement the job does not wait for (``hold_ahead``).
+        self._ahead: _Ahead | None = None
 
     def emit(self, event: BaseEvent) -> None:
         payload = encode_event(event)
@@ -123,6 +126,10 @@ class RunEventEmitter(BatchSource):
             or time.monotonic() - self._last_flush >= self.batch_window
         ):
             self.flush()
+
+    @property
+    def held_ahead(self) -> bool:
+        return self._ahead is not None
 
     def _measure(self, event_type: str) -> None:
         events_emitted(event_type).inc()
@@ -163,19 +170,22 @@ class RunEventEmitter(BatchSource):
             self._hold(event)
         self._write_pending()
 
-    def hold_here(self, events: list[BaseEvent], *, last_optional: bool = False) -> HeldEvents:
+    def hold_here(
+        self, events: list[BaseEvent], *, last_optional: bool = False, ending: bool = False
+    ) -> HeldEvents:
         """Check events and hold them for one statement of the caller's that writes them
         with the rows they announce (``held_written``): their rows as the journal stores
         them. ``last_optional``: the statement may leave the last one out (a step that it
-        decides not to start). For an emitter on a loop, whose writes are flushed
+        decides not to start). ``ending``: the last one is the run's terminal event (the
+        statement ends the run). For an emitter on a loop, whose writes are flushed
         (``flush_async()``) first, within ``rewound_on_failure``."""
         if self._loop is None or self.writing or self._pending:
             raise RuntimeError("an emitter on a loop whose writes are flushed writes here")
         self._unheld = None
         for index, event in enumerate(events):
             payload = encode_event(event)
-            if payload["type"] in TERMINAL_TYPES:
-                raise RuntimeError("the terminal event is emitted with emit()")
+            if (payload["type"] in TERMINAL_TYPES) != (ending and index == len(events) - 1):
+                raise RuntimeError("a terminal event is held last, to end the run")
             if last_optional and index == len(events) - 1:
                 self._unheld = copy.deepcopy(self.sequence)  # as if it never was, if left out
             self.sequence.check(payload)
@@ -204,6 +214,61 @@ class RunEventEmitter(BatchSource):
         self._pending = []
         self._unheld = None
         self._last_flush = time.monotonic()
+
+    def hold_ahead(self, events: list[BaseEvent], *, last_optional: bool = False) -> HeldEvents:
+        """``hold_here`` on the loop, for a statement of a database thread's that the job
+        does not wait for (``ahead_written``): what the job emits meanwhile comes after the
+        held events and is written once they are (the journal writer leaves it waiting), or
+        is dropped if the statement fails or leaves the last one out (``ahead_settled``).
+        For an emitter on a loop, whose writes are flushed (``flush_async()``) first."""
+        before = copy.deepcopy(self.sequence)
+        held = self.hold_here(events, last_optional=last_optional)
+        self._ahead = _Ahead(before=before, unheld=self._unheld, types=list(held.types))
+        self._pending = []
+        self._unheld = None
+        return held
+
+    def ahead_written(self, held: HeldEvents, ids: list[int]) -> None:
+        """The statement wrote the events held ahead (``hold_ahead``), ``ids`` in order,
+        committed: they are published (on the statement's database thread; the journal
+        writer, which alone moves the emitter on otherwise, waits meanwhile)."""
+        ahead = self._ahead
+        if ahead is None:
+            raise RuntimeError("no events held ahead")
+        whole = len(ids) == len(held.documents)
+        if not (whole or (len(ids) == len(held.documents) - 1 and ahead.unheld is not None)):
+            raise RuntimeError(f"{len(ids)} of {len(held.documents)} held events written")
+        documents = held.documents[: len(ids)]
+        ahead.written = len(ids)
+        self._publish_batch(ids, documents, held.at, committed=not db_connection.in_atomic_block)
+
+    def ahead_settled(self, *, failed: bool = False) -> bool:
+        """On the loop, once the statement of the events held ahead has ended (``failed``:
+        with an error, its transaction rolled back): whether all of them were written. What
+        the job emitted since is written next if they were; else it is dropped and the
+        emitter is as if the events left out (all, when the statement failed) were never
+        emitted."""
+        ahead, self._ahead = self._ahead, None
+        if ahead is None:
+            raise RuntimeError("no events held ahead")
+        if failed:
+            ahead.written = 0
+        whole = ahead.written == len(ahead.types)
+        if whole:
+            for kind in ahead.types:
+                self._measure(kind)
+            if self._handed and self._loop is not None:
+                journal_writer(self._loop).wake(self)
+            return True
+        self._handed.clear()
+        if ahead.written:
+            assert ahead.unheld is not None
+            self.sequence = ahead.unheld
+            for kind in ahead.types[: ahead.written]:
+                self._measure(kind)
+        else:
+            self.sequence = ahead.before
+        return False
 
     @contextlib.contextmanager
     def rewound_on_failure(self) -> Iterator[None]:
@@ -294,6 +359,17 @@ class RunEventEmitter(BatchSource):
     @property
     def ended(self) -> bool:
         return self.sequence.ended
+
+
+@dataclass
+class _Ahead:
+    """Events held ahead (``hold_ahead``): the ordering rules' state before them and before
+    the optional last one, their types, and how many of them the statement wrote."""
+
+    before: EventSequence
+    unheld: EventSequence | None
+    types: list[str]
+    written: int = 0
 
 
 def _publish(thread_id: uuid.UUID, entry: dict[str, Any]) -> None:

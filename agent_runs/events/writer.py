@@ -72,6 +72,12 @@ class BatchSource:
         self._failure: BaseException | None = None
 
     @property
+    def held_ahead(self) -> bool:
+        """Whether events the emitter handed on wait for a statement of its own that writes
+        the events before them (``RunEventEmitter.hold_ahead``): the writer leaves them be."""
+        return False
+
+    @property
     def writing(self) -> bool:
         """Whether events of this emitter wait for the journal writer or are being written."""
         return bool(self._handed or self._taken)
@@ -148,7 +154,9 @@ class JournalWriter:
             self._wake.clear()
             batches = self._take()
             shared = len(batches) > 1
-            if not batches:
+            if not batches:  # what a waiter waits for may have been dropped meanwhile
+                async with self._round_done:
+                    self._round_done.notify_all()
                 continue
             try:
                 await self._write(batches)
@@ -179,6 +187,8 @@ class JournalWriter:
             if emitter._failure is not None:
                 emitter._handed.clear()
                 continue
+            if emitter.held_ahead:
+                continue  # woken again once the events before them are written
             if rows >= _ROUND_MAX_ROWS:
                 self._wake.set()  # the rest in the next round
                 break
@@ -189,7 +199,9 @@ class JournalWriter:
                 self._wake.set()  # the rest in the next round
             emitter._taken = len(batch)
             batches.append((emitter, batch))
-        self._waiting = {key: e for key, e in self._waiting.items() if e._handed}
+        self._waiting = {
+            key: e for key, e in self._waiting.items() if e._handed and not e.held_ahead
+        }
         return batches
 
     async def _write(self, batches: list[tuple[BatchSource, list[dict[str, Any]]]]) -> None:

@@ -12,7 +12,7 @@ from functools import partial
 
 from ag_ui.core import CustomEvent, RunFinishedEvent
 from django.core.exceptions import ImproperlyConfigured
-from django.db import DatabaseError, transaction
+from django.db import DatabaseError, connection, transaction
 from django.utils import timezone
 from rq.timeouts import JobTimeoutException
 
@@ -44,7 +44,6 @@ from agent_runs.services.lifecycle import (
     run_fail,
     run_park,
 )
-from agent_runs.services.steps import thread_lock_for_job
 from agent_runs.usage import BudgetExceeded
 
 logger = logging.getLogger(__name__)
@@ -209,10 +208,15 @@ async def _run_pipeline(run: Run, emitter: RunEventEmitter, opening: Opening | E
         if index < opening.first:
             continue  # done before the run was parked
         checkpoint.next = stage
-        if await _park_if_asked(turn, checkpoint, done=index):
-            return False
-        with tracing.stage_span(stage):
-            await _stage_run(turn, checkpoint, stage, is_last=index == len(stages) - 1)
+        is_last = index == len(stages) - 1
+        if turn.boundary is not None:
+            if not await _stage_ahead(turn, checkpoint, stage, done=index, is_last=is_last):
+                return False
+        else:
+            if await _park_if_asked(turn, checkpoint, done=index):
+                return False
+            with tracing.stage_span(stage):
+                await _stage_run(turn, checkpoint, stage, is_last=is_last)
         if stage == Stage.WORKER and checkpoint.output is None:
             break  # its reply waits on tool calls: the run ends here
     # Everything before the end is written first; the terminal event is written on the
@@ -238,6 +242,39 @@ async def _stage_run(
         await memory_stage(turn, checkpoint.output)
 
 
+async def _stage_ahead(
+    turn: RunTurn, checkpoint: Checkpoint, stage: Stage, *, done: int, is_last: bool
+) -> bool:
+    """Run a stage begun while the boundary before it is written (``RunTurn.boundary``):
+    its model call does not wait for that statement, its events do (the emitter holds
+    them until the boundary's are written). When the boundary parks the run instead (a
+    pause asked for meanwhile), the stage is stopped and what it emitted dropped, and the
+    run is parked as at any boundary: ``False``. When the boundary fails, the stage is
+    stopped and the failure raised."""
+    boundary = turn.boundary
+    assert boundary is not None, "a boundary in flight"
+    with tracing.stage_span(stage):
+        running = asyncio.ensure_future(_stage_run(turn, checkpoint, stage, is_last=is_last))
+        try:
+            begun = await asyncio.shield(boundary)
+        except BaseException:
+            running.cancel()
+            await asyncio.gather(running, boundary, return_exceptions=True)
+            turn.boundary_settled(stage, failed=True)
+            raise
+        if not begun:
+            running.cancel()
+            await asyncio.gather(running, return_exceptions=True)
+        if turn.boundary_settled(stage):
+            await running
+            return True
+    if await _park_if_asked(turn, checkpoint, done=done):
+        return False
+    with tracing.stage_span(stage):  # resumed before it was parked
+        await _stage_run(turn, checkpoint, stage, is_last=is_last)
+    return True
+
+
 def _run_finish(run: Run, turn: RunTurn) -> None:
     """The run completed: its last model calls' usage recorded (before its terminal event:
     the usage a run's end reports is what was recorded by then; each record on its own,
@@ -248,11 +285,16 @@ def _run_finish(run: Run, turn: RunTurn) -> None:
     the worker until it ends."""
     turn.usage.store_kept()
     with transaction.atomic():
-        thread_lock_for_job(thread_id=run.thread_id)
-        turn.step_closing()
-        turn.emitter.emit(RunFinishedEvent(thread_id=str(run.thread_id), run_id=run.run_id))
-        if not run_complete(run=run, claim_token=turn.claim_token):
-            raise RunNoLongerRunning(run.pk)
+        if connection.vendor == "postgresql":
+            # One statement, where the lock, the step, the events and the run took a round
+            # trip each (the transaction is the status receivers', ``run_status_transaction``).
+            with turn.emitter.rewound_on_failure():
+                turn.run_end_journaled()
+        else:
+            turn.step_closing()
+            turn.emitter.emit(RunFinishedEvent(thread_id=str(run.thread_id), run_id=run.run_id))
+            if not run_complete(run=run, claim_token=turn.claim_token):
+                raise RunNoLongerRunning(run.pk)
     try:
         run_dispatch_next(thread_id=run.thread_id)
     except DatabaseError:

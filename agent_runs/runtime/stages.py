@@ -68,6 +68,7 @@ async def router_stage(turn: RunTurn, *, is_last: bool = False) -> RouteDecision
         started=started,
         is_last=is_last,
         then=turn.step_after(Stage.ROUTER, input=turn.user_message.content),
+        ahead=True,  # the worker's call does not wait for the boundary's statement
     )
     return decision
 

@@ -11,10 +11,12 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from ag_ui.core import (
     BaseEvent,
+    RunFinishedEvent,
     StepFinishedEvent,
     StepStartedEvent,
 )
@@ -29,7 +31,9 @@ from django.db import connection, transaction
 
 from agent_runs import ports
 from agent_runs.agent_config import StageConfig, stage_config
+from agent_runs.errors import RunNoLongerRunning
 from agent_runs.events.emitter import RunEventEmitter
+from agent_runs.events.store import HeldEvents
 from agent_runs.models import Message, Run, Stage, Visibility
 from agent_runs.runtime.agents import (
     ClientTool,
@@ -51,6 +55,8 @@ from agent_runs.selectors.interrupts import (
     HeldReply,
     held_reply_for,
 )
+from agent_runs.services.lifecycle import run_complete_journaled
+from agent_runs.services.run_request import run_step_budget
 from agent_runs.services.steps import (
     RunControl,
     StepBegin,
@@ -107,6 +113,9 @@ class RunTurn:
     closing: StepEnd | None = None
     # Whether the job has passed the thread's turn on (as the run completed).
     passed_on: bool = False
+    # The statement of a boundary the next stage does not wait for (``step_finish``'s
+    # ``ahead``): whether it started that stage's step.
+    boundary: "asyncio.Future[bool] | None" = None
 
     @classmethod
     def prepare(cls, *, run: Run, emitter: RunEventEmitter) -> "RunTurn":
@@ -268,14 +277,24 @@ class RunTurn:
         is_last: bool,
         state: RunMappingState | None = None,
         then: StepBegin | None = None,
+        ahead: bool = False,
     ) -> None:
         """The stage ends: its step row completed and, unless the run is to be parked at
         this boundary, the next stage's (``then``) started, with their ``STEP_FINISHED`` and
         ``STEP_STARTED`` written in the same transaction (one trip to a database thread,
-        one commit)."""
+        one commit).
+
+        ``ahead``: the next stage need not wait for that statement, where it can go ahead
+        (``goes_ahead``): it is left in flight (``advance_ahead``)."""
         ended = self.step_end(stage, output=output, started=started, is_last=is_last, state=state)
         await self.emitter.flush_async()  # what the stage emitted comes first
-        await db_retried(self._boundary, ended, then)
+        if ahead and self.goes_ahead(then):
+            assert then is not None
+            self.advance_ahead(
+                ended, then, events_before=[], write=partial(self.boundary_write, ended, then)
+            )
+        else:
+            await db_retried(self._boundary, ended, then)
         # The stage's calls are recorded beside the next stage's call, once its first
         # events are out (``_relay``) or in a moment: not on the way to its first token.
         self.usage.store_later()
@@ -290,6 +309,66 @@ class RunTurn:
         # (``agent_step_advance_journaled``), where a transaction took five round trips.
         with self.emitter.rewound_on_failure():
             self.step_advance_journaled(ended, then, events_before=[])
+
+    def goes_ahead(self, then: StepBegin | None) -> bool:
+        """Whether the stage after a boundary starts before the boundary's statement is
+        done (``advance_ahead``): on PostgreSQL, for a run with no step budget (which may be
+        parked there by design)."""
+        return (
+            then is not None
+            and connection.vendor == "postgresql"
+            and run_step_budget(self.run) is None
+        )
+
+    def advance_ahead(
+        self,
+        ended: StepEnd,
+        then: StepBegin,
+        *,
+        events_before: list[BaseEvent],
+        write: Callable[[HeldEvents], bool],
+    ) -> None:
+        """Leave a boundary's statement in flight (``boundary``) for the next stage to
+        start at once: its events (``events_before``, the ``STEP_FINISHED`` and the next
+        ``STEP_STARTED``) held ahead on the emitter, and ``write(held)`` on a database
+        thread (a transaction or a statement that ends with ``boundary_write``). The stage
+        that follows is run by ``_stage_ahead`` (execution.py), which settles it."""
+        held = self.emitter.hold_ahead(
+            [
+                *events_before,
+                StepFinishedEvent(step_name=ended.stage, **self.ids),
+                StepStartedEvent(step_name=then.stage, **self.ids),
+            ],
+            last_optional=True,
+        )
+        self.steps_begun.add(then.stage)
+        self.boundary = asyncio.ensure_future(db_retried(write, held))
+
+    def boundary_write(self, ended: StepEnd, then: StepBegin, held: HeldEvents) -> bool:
+        """The statement of a boundary left in flight (``advance_ahead``), on its own or in
+        the caller's transaction: the steps and the held events, as
+        ``step_advance_journaled`` writes them; whether the next step was started."""
+        self.control, begun, ids = agent_step_advance_journaled(
+            run=self.run,
+            claim_token=self.claim_token,
+            ended=ended,
+            done=self._stages_done(ended),
+            then=then,
+            events=held,
+        )
+        self.emitter.ahead_written(held, ids)
+        return begun
+
+    def boundary_settled(self, stage: Stage, *, failed: bool = False) -> bool:
+        """On the loop, once the boundary left in flight has ended (``advance_ahead``;
+        ``failed``: with an error) and, unless it started ``stage``'s step, that stage has
+        stopped: whether it did. What the stage emitted meanwhile is written next if so,
+        else dropped."""
+        self.boundary = None
+        begun = self.emitter.ahead_settled(failed=failed)
+        if not begun:
+            self.steps_begun.discard(stage)
+        return begun
 
     def step_advance_journaled(
         self, ended: StepEnd, then: StepBegin, *, events_before: list[BaseEvent]
@@ -346,6 +425,25 @@ class RunTurn:
         self.closing = self.step_end(
             stage, output=output, started=started, is_last=True, state=state
         )
+
+    def run_end_journaled(self) -> None:
+        """The run completed (on PostgreSQL, in the caller's transaction): the thread's
+        lock, the last stage's step end, its ``STEP_FINISHED`` and the run's
+        ``RUN_FINISHED``, and the run marked completed, in one statement
+        (``run_complete_journaled``); ``RunNoLongerRunning`` when it is no longer the
+        job's."""
+        ended = self.closing
+        events: list[BaseEvent] = []
+        if ended is not None:
+            events.append(StepFinishedEvent(step_name=ended.stage, **self.ids))
+        events.append(RunFinishedEvent(thread_id=str(self.run.thread_id), run_id=self.run.run_id))
+        held = self.emitter.hold_here(events, ending=True)
+        ids = run_complete_journaled(
+            run=self.run, claim_token=self.claim_token, closing=ended, events=held
+        )
+        if ids is None:
+            raise RunNoLongerRunning(self.run.pk)
+        self.emitter.held_written(held, ids)
 
     def step_closing(self) -> None:
         """The last stage's step end, in the transaction that completes the run (on its

@@ -24,10 +24,12 @@ from django.utils import timezone
 
 from agent_runs.errors import RunNotPaused
 from agent_runs.events.emitter import RunEventEmitter
+from agent_runs.events.store import HeldEvents
 from agent_runs.models import RUN_ACTIVE_STATUSES, Run, Step, Thread
 from agent_runs.selectors.runs import runs_next_queued_of_idle_threads
 from agent_runs.services.queue import job_stop, run_enqueue_if_idle, runs_enqueue_if_idle
 from agent_runs.services.run_request import STEP_BUDGET_KEY, run_step_budget
+from agent_runs.services.steps import JOURNALED_IDS, StepEnd, step_end_journaled_ctes
 from agent_runs.services.thread_line import ENDED_UNSTARTED, line_head
 from agent_runs.signals import run_status_changed_send, run_status_transaction
 
@@ -48,13 +50,7 @@ def run_complete(*, run: Run, claim_token: uuid.UUID) -> bool:
     with run_status_transaction():
         if connection.vendor == "postgresql":
             with connection.cursor() as cursor:
-                cursor.execute(
-                    _COMPLETE,
-                    [
-                        *(Run.Status.COMPLETED.value, now, run.pk, claim_token),
-                        *(Run.Status.RUNNING.value, now, now),
-                    ],
-                )
+                cursor.execute(_COMPLETE, _complete_params(run, claim_token, now))
                 row = cursor.fetchone()
             completed = row is not None and row[0] == 1
         else:
@@ -72,13 +68,52 @@ def run_complete(*, run: Run, claim_token: uuid.UUID) -> bool:
     return completed
 
 
-# ``run_complete`` on PostgreSQL: the run completed under the job's claim, and its thread's
-# latest activity moved to then (``_thread_active``), in one statement.
-_COMPLETE = (
-    f"WITH done AS (UPDATE {Run._meta.db_table} SET status = %s, finished_at = %s "
-    "WHERE id = %s AND claim_token = %s AND status = %s RETURNING thread_id), "
+def run_complete_journaled(
+    *, run: Run, claim_token: uuid.UUID, closing: StepEnd | None, events: HeldEvents
+) -> list[int] | None:
+    """``run_complete`` with the thread's lock (``thread_lock_for_job``), the last stage's
+    step end (``closing``) and the run's last events (``events``, its terminal event last)
+    in one statement (PostgreSQL), in the caller's transaction, where they took a round
+    trip each: the ids of the events written, or ``None`` when the run is no longer the
+    job's to end (nothing is changed)."""
+    now = timezone.now()
+    ctes, params = step_end_journaled_ctes(
+        run=run, ended=closing, events=events, condition="EXISTS (SELECT 1 FROM done)"
+    )
+    sql = (
+        f"WITH locked AS (SELECT 1 FROM {Thread._meta.db_table} WHERE id = %s "
+        f"FOR NO KEY UPDATE), {_COMPLETE_CTES.format(locked=' AND EXISTS (SELECT 1 FROM locked)')}"
+        f", {ctes} SELECT (SELECT count(*) FROM done), {JOURNALED_IDS}"
+    )
+    with run_status_transaction():
+        with connection.cursor() as cursor:
+            cursor.execute(sql, [run.thread_id, *_complete_params(run, claim_token, now), *params])
+            row = cursor.fetchone()
+        if row[0] != 1:
+            return None
+        run.status, run.finished_at = Run.Status.COMPLETED, now
+        run_status_changed_send(run_pk=run.pk, status=Run.Status.COMPLETED, run=run)
+    return list(row[1])
+
+
+def _complete_params(run: Run, claim_token: uuid.UUID, now: datetime) -> list[Any]:
+    return [
+        *(Run.Status.COMPLETED.value, now, run.pk, claim_token),
+        *(Run.Status.RUNNING.value, now, now),
+    ]
+
+
+# ``run_complete`` on PostgreSQL: the run completed under the job's claim (``locked``: a
+# condition it waits for first), and its thread's latest activity moved to then
+# (``_thread_active``), in one statement.
+_COMPLETE_CTES = (
+    f"done AS (UPDATE {Run._meta.db_table} SET status = %s, finished_at = %s "
+    "WHERE id = %s AND claim_token = %s AND status = %s{locked} RETURNING thread_id), "
     f"touched AS (UPDATE {Thread._meta.db_table} AS t SET updated_at = %s FROM done "
-    "WHERE t.id = done.thread_id AND t.updated_at < %s RETURNING t.id) "
+    "WHERE t.id = done.thread_id AND t.updated_at < %s RETURNING t.id)"
+)
+_COMPLETE = (
+    f"WITH {_COMPLETE_CTES.format(locked='')} "
     "SELECT (SELECT count(*) FROM done), (SELECT count(*) FROM touched)"
 )
 

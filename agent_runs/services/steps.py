@@ -124,7 +124,7 @@ def agent_step_start_journaled(
     sql = (
         f"WITH begun AS (INSERT INTO {Step._meta.db_table} ({columns}) "
         f"SELECT {placeholders} WHERE {_CLAIMED} RETURNING id), {journaled} "
-        f"SELECT {_JOURNALED_IDS}"
+        f"SELECT {JOURNALED_IDS}"
     )
     params = [
         *_step_values(step),
@@ -139,6 +139,33 @@ def agent_step_start_journaled(
     return ids
 
 
+def step_end_journaled_ctes(
+    *, run: Run, ended: StepEnd | None, events: HeldEvents, condition: str
+) -> tuple[str, list[Any]]:
+    """A statement's ``stepped`` (the step of ``ended``, if any, completed) and
+    ``journaled`` (``events`` written as the journal writes them), each when ``condition``
+    holds (the statement's fence), and their parameters. ``JOURNALED_IDS`` selects the
+    events' ids."""
+    params: list[Any] = []
+    stepped = ""
+    if ended is not None:
+        sets, values = _step_sets(
+            _finish_changes(
+                output=ended.output,
+                additional_output=ended.additional_output,
+                is_last=ended.is_last,
+            )
+        )
+        stepped = (
+            f"stepped AS (UPDATE {Step._meta.db_table} SET {sets} WHERE id = %s AND "
+            f"{condition} RETURNING 1), "
+        )
+        step_id = agent_step_id(thread_id=run.thread_id, run_id=run.run_id, stage=ended.stage)
+        params += [*values, step_id]
+    journaled, journaled_params = _journaled(run, events, condition)
+    return stepped + journaled, [*params, *journaled_params]
+
+
 def _journaled(run: Run, events: HeldEvents, condition: str) -> tuple[str, list[Any]]:
     """A statement's ``journaled``: the run's ``events`` written as the journal writes them
     (``events_insert_sql``) when ``condition`` holds, and its parameters."""
@@ -147,7 +174,7 @@ def _journaled(run: Run, events: HeldEvents, condition: str) -> tuple[str, list[
 
 
 # The ids of the events ``journaled`` wrote, in order.
-_JOURNALED_IDS = "ARRAY(SELECT id FROM journaled ORDER BY seq)"
+JOURNALED_IDS = "ARRAY(SELECT id FROM journaled ORDER BY seq)"
 
 
 def _step_values(step: Step) -> list[Any]:
@@ -401,7 +428,7 @@ def agent_step_advance_journaled(
     sql = (
         f"WITH locked AS (SELECT 1 FROM {Thread._meta.db_table} WHERE id = %s "
         f"FOR NO KEY UPDATE), {ctes}, {journaled} "
-        f"SELECT pause_requested, step_budget, EXISTS (SELECT 1 FROM begun), {_JOURNALED_IDS} "
+        f"SELECT pause_requested, step_budget, EXISTS (SELECT 1 FROM begun), {JOURNALED_IDS} "
         "FROM finished"
     )
     params: list[Any] = [

@@ -9,13 +9,14 @@ import threading
 import uuid
 
 import pytest
-from ag_ui.core import RunStartedEvent, StepFinishedEvent, StepStartedEvent
+from ag_ui.core import RunFinishedEvent, RunStartedEvent, StepFinishedEvent, StepStartedEvent
 from django.db import connections, transaction
 
 from agent_runs.errors import RunNoLongerRunning
 from agent_runs.events.emitter import RunEventEmitter
 from agent_runs.events.store import stream_key
 from agent_runs.models import Run, RunEvent, Step, agent_step_id
+from agent_runs.services.lifecycle import run_complete_journaled
 from agent_runs.services.run_claim import run_claim
 from agent_runs.services.run_request import STEP_BUDGET_KEY
 from agent_runs.services.steps import (
@@ -27,6 +28,7 @@ from agent_runs.services.steps import (
     agent_step_start_journaled,
     thread_lock_for_job,
 )
+from agent_runs.signals import run_status_changed
 from tests.conftest import post_run, run_input
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -271,3 +273,89 @@ def test_a_first_step_whose_claim_is_lost_writes_nothing(alice, redis_queue):
 
     assert _steps(run) == {} and _journal(run) == []
     assert emitter.next_seq == 0
+
+
+# -- a run's end with its last step and events, in one statement (PostgreSQL) ----------------
+
+
+def _end_journaled(run: Run, token: uuid.UUID, emitter: RunEventEmitter) -> list[int] | None:
+    ids = {"threadId": str(run.thread_id), "runId": run.run_id}
+    held = emitter.hold_here(
+        [
+            StepFinishedEvent(step_name="router", **ids),
+            RunFinishedEvent(thread_id=str(run.thread_id), run_id=run.run_id),
+        ],
+        ending=True,
+    )
+    written = run_complete_journaled(
+        run=run,
+        claim_token=token,
+        closing=StepEnd(stage="router", output="done", additional_output={}, is_last=True),
+        events=held,
+    )
+    if written is not None:
+        emitter.held_written(held, written)
+    return written
+
+
+def test_a_runs_end_its_last_step_and_events_are_one_statement(alice, redis_queue):
+    run, token, emitter = _journaled_setup(alice)
+    heard: list[str] = []
+    run_status_changed.connect(
+        lambda sender, run, status, **kwargs: heard.append(status), weak=False, dispatch_uid="t"
+    )
+    try:
+        with transaction.atomic():
+            written = _end_journaled(run, token, emitter)
+            # Published once the transaction commits, not before.
+            assert redis_queue.connection.xlen(stream_key(run.thread_id)) == 1
+    finally:
+        run_status_changed.disconnect(dispatch_uid="t")
+
+    assert written is not None and heard == [Run.Status.COMPLETED]
+    ended = Run.objects.get(pk=run.pk)
+    assert ended.status == Run.Status.COMPLETED and ended.finished_at is not None
+    assert run.status == Run.Status.COMPLETED
+    assert _steps(run) == {"router": (Step.Status.COMPLETED, "done")}
+    assert Step.objects.get(run=run).is_last
+    assert _journal(run) == [
+        (0, "RUN_STARTED"),
+        (1, "STEP_STARTED"),
+        (2, "STEP_FINISHED"),
+        (3, "RUN_FINISHED"),
+    ]
+    entries = redis_queue.connection.xrange(stream_key(run.thread_id))
+    assert entries[-1][1][b"ids"] == ",".join(map(str, written)).encode()
+    assert emitter.ended
+
+
+def test_a_runs_end_whose_claim_is_lost_changes_nothing(alice, redis_queue):
+    run, _, emitter = _journaled_setup(alice)
+
+    with emitter.rewound_on_failure():
+        assert _end_journaled(run, uuid.uuid4(), emitter) is None
+
+    assert Run.objects.get(pk=run.pk).status == Run.Status.RUNNING
+    assert _steps(run) == {"router": (Step.Status.RUNNING, None)}
+    assert _journal(run) == [(0, "RUN_STARTED"), (1, "STEP_STARTED")]
+
+
+def test_a_runs_end_waits_for_the_threads_lock(alice, redis_queue):
+    run, token, emitter = _journaled_setup(alice)
+    outcome: list[object] = []
+
+    def end() -> None:
+        try:
+            outcome.append(_end_journaled(run, token, emitter) is not None)
+        finally:
+            connections.close_all()
+
+    with transaction.atomic():
+        thread_lock_for_job(thread_id=run.thread_id)
+        ending = threading.Thread(target=end)
+        ending.start()
+        ending.join(timeout=0.5)
+        assert ending.is_alive() and Run.objects.get(pk=run.pk).status == Run.Status.RUNNING
+    ending.join(timeout=10)
+    assert outcome == [True]
+    assert Run.objects.get(pk=run.pk).status == Run.Status.COMPLETED
