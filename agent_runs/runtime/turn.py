@@ -11,7 +11,6 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from functools import partial
 from typing import Any
 
 from ag_ui.core import (
@@ -285,14 +284,12 @@ class RunTurn:
         one commit).
 
         ``ahead``: the next stage need not wait for that statement, where it can go ahead
-        (``goes_ahead``): it is left in flight (``advance_ahead``)."""
+        (``goes_ahead``): it is left in flight (``_boundary_ahead``)."""
         ended = self.step_end(stage, output=output, started=started, is_last=is_last, state=state)
         await self.emitter.flush_async()  # what the stage emitted comes first
         if ahead and self.goes_ahead(then):
             assert then is not None
-            self.advance_ahead(
-                ended, then, events_before=[], write=partial(self.boundary_write, ended, then)
-            )
+            self._boundary_ahead(ended, then)
         else:
             await db_retried(self._boundary, ended, then)
         # The stage's calls are recorded beside the next stage's call, once its first
@@ -312,42 +309,30 @@ class RunTurn:
 
     def goes_ahead(self, then: StepBegin | None) -> bool:
         """Whether the stage after a boundary starts before the boundary's statement is
-        done (``advance_ahead``): on PostgreSQL, for a run with no step budget (which may be
-        parked there by design)."""
+        done (``_boundary_ahead``): on PostgreSQL, for a run with no step budget (which may
+        be parked there by design)."""
         return (
             then is not None
             and connection.vendor == "postgresql"
             and run_step_budget(self.run) is None
         )
 
-    def advance_ahead(
-        self,
-        ended: StepEnd,
-        then: StepBegin,
-        *,
-        events_before: list[BaseEvent],
-        write: Callable[[HeldEvents], bool],
-    ) -> None:
-        """Leave a boundary's statement in flight (``boundary``) for the next stage to
-        start at once: its events (``events_before``, the ``STEP_FINISHED`` and the next
-        ``STEP_STARTED``) held ahead on the emitter, and ``write(held)`` on a database
-        thread (a transaction or a statement that ends with ``boundary_write``). The stage
-        that follows is run by ``_stage_ahead`` (execution.py), which settles it."""
+    def _boundary_ahead(self, ended: StepEnd, then: StepBegin) -> None:
+        """Leave the boundary's statement in flight (``boundary``) for the next stage to
+        start at once: its events held ahead on the emitter, the statement
+        (``agent_step_advance_journaled``) on a database thread. The next stage is run by
+        ``_stage_ahead`` (execution.py), which settles it (``boundary_settled``)."""
         held = self.emitter.hold_ahead(
             [
-                *events_before,
                 StepFinishedEvent(step_name=ended.stage, **self.ids),
                 StepStartedEvent(step_name=then.stage, **self.ids),
             ],
             last_optional=True,
         )
         self.steps_begun.add(then.stage)
-        self.boundary = asyncio.ensure_future(db_retried(write, held))
+        self.boundary = asyncio.ensure_future(db_retried(self._boundary_write, ended, then, held))
 
-    def boundary_write(self, ended: StepEnd, then: StepBegin, held: HeldEvents) -> bool:
-        """The statement of a boundary left in flight (``advance_ahead``), on its own or in
-        the caller's transaction: the steps and the held events, as
-        ``step_advance_journaled`` writes them; whether the next step was started."""
+    def _boundary_write(self, ended: StepEnd, then: StepBegin, held: HeldEvents) -> bool:
         self.control, begun, ids = agent_step_advance_journaled(
             run=self.run,
             claim_token=self.claim_token,
@@ -360,7 +345,7 @@ class RunTurn:
         return begun
 
     def boundary_settled(self, stage: Stage, *, failed: bool = False) -> bool:
-        """On the loop, once the boundary left in flight has ended (``advance_ahead``;
+        """On the loop, once the boundary left in flight has ended (``_boundary_ahead``;
         ``failed``: with an error) and, unless it started ``stage``'s step, that stage has
         stopped: whether it did. What the stage emitted meanwhile is written next if so,
         else dropped."""

@@ -6,7 +6,6 @@ Only the worker imports this module (it imports AgentScope).
 
 import logging
 import time
-from functools import partial
 from typing import Any
 
 from ag_ui.core import (
@@ -21,7 +20,6 @@ from django.conf import settings
 from django.db import connection, transaction
 from pydantic import ValidationError
 
-from agent_runs.events.store import HeldEvents
 from agent_runs.models import Stage, Visibility, agent_step_id
 from agent_runs.runtime.agents import (
     WORKER_SYSTEM_PROMPT,
@@ -171,18 +169,6 @@ async def _worker_end(
     then = turn.step_after(Stage.WORKER, input=output.answer)
     turn.usage.store_soon()  # recorded while its last text is written (``_answer_store`` waits)
     await turn.emitter.flush_async()  # its text comes first, and its usage is recorded
-    if ended is not None and then is not None and turn.goes_ahead(then):
-        # The next stage's model call does not wait for the answer's transaction: the
-        # answer's end is made first (the run's usage so far, the owner's locale), then
-        # held ahead with the steps' events for the transaction to write.
-        digest, locale = await db_retried(_answer_end_reads, turn, record=True)
-        turn.advance_ahead(
-            ended,
-            then,
-            events_before=[answer_end_event(output, state, digest=digest, locale=locale)],
-            write=partial(_answer_store_ahead, turn, state, answer, ended, then),
-        )
-        return
     await db_retried(_answer_store, turn, state, output, answer, ended, then)
 
 
@@ -222,11 +208,36 @@ def _answer_store(
     (``ended``; the next begun), and write the answer's end (the run's usage so far, the
     owner's locale) and the steps' events: a client that sees the answer's end finds the
     message stored."""
+    run = turn.run
     turn.usage.store_kept()
     with turn.emitter.rewound_on_failure(), transaction.atomic():
-        _answer_rows(turn, state, answer)
-        digest, locale = _answer_end_reads(turn)
-        answer_end = answer_end_event(output, state, digest=digest, locale=locale)
+        thread_lock_for_job(thread_id=run.thread_id)
+        run_stage_messages_store(
+            run=run,
+            claim_token=turn.claim_token,
+            stage=Stage.WORKER,
+            tool_results=tool_results(state),
+            answer=answer,
+            reasoning=reasoning_texts(state),
+        )
+        if run_keeps_answer(run):
+            agent_artifact_create(
+                run=run,
+                step_id=agent_step_id(
+                    thread_id=run.thread_id, run_id=run.run_id, stage=Stage.WORKER
+                ),
+                file_name=ANSWER_FILE_NAME,
+                content=answer.content.encode(),
+                mime_type="text/markdown",
+            )
+        answer_end = answer_end_event(
+            output,
+            state,
+            digest=turn.billing.run_usage_digest(
+                run=run, any_records=turn.usage.recorded_calls > 0
+            ),
+            locale=user_locale(user_profile_settings(user_id=run.thread.owner_id)),
+        )
         if ended is not None and then is not None and connection.vendor == "postgresql":
             # The steps and the events in one statement.
             turn.step_advance_journaled(ended, then, events_before=[answer_end])
@@ -235,56 +246,6 @@ def _answer_store(
         if ended is not None:
             events += turn.step_advance(ended, then)
         turn.emitter.emit_here(events)
-
-
-def _answer_store_ahead(
-    turn: RunTurn,
-    state: RunMappingState,
-    answer: StageAnswer,
-    ended: StepEnd,
-    then: StepBegin,
-    held: HeldEvents,
-) -> bool:
-    """``_answer_store`` for a boundary left in flight (``RunTurn.advance_ahead``), its
-    events (the answer's end first) held already: one transaction, whether the next step
-    was started."""
-    with transaction.atomic():
-        _answer_rows(turn, state, answer)
-        return turn.boundary_write(ended, then, held)
-
-
-def _answer_rows(turn: RunTurn, state: RunMappingState, answer: StageAnswer) -> None:
-    """In the caller's transaction, the thread locked first: the worker's tool results and
-    answer stored (and, where the run keeps it, the answer as a file artifact)."""
-    run = turn.run
-    thread_lock_for_job(thread_id=run.thread_id)
-    run_stage_messages_store(
-        run=run,
-        claim_token=turn.claim_token,
-        stage=Stage.WORKER,
-        tool_results=tool_results(state),
-        answer=answer,
-        reasoning=reasoning_texts(state),
-    )
-    if run_keeps_answer(run):
-        agent_artifact_create(
-            run=run,
-            step_id=agent_step_id(thread_id=run.thread_id, run_id=run.run_id, stage=Stage.WORKER),
-            file_name=ANSWER_FILE_NAME,
-            content=answer.content.encode(),
-            mime_type="text/markdown",
-        )
-
-
-def _answer_end_reads(turn: RunTurn, *, record: bool = False) -> tuple[dict[str, Any], str]:
-    """What the answer's end reports, from a database thread: the run's usage so far (the
-    worker's calls recorded first, ``record``: ``RunUsage.store_kept``, outside any
-    transaction) and the owner's locale."""
-    run = turn.run
-    if record:
-        turn.usage.store_kept()
-    digest = turn.billing.run_usage_digest(run=run, any_records=turn.usage.recorded_calls > 0)
-    return digest, user_locale(user_profile_settings(user_id=run.thread.owner_id))
 
 
 def agent_output(final: Msg, state: RunMappingState) -> AgentOutput:
