@@ -10,9 +10,10 @@ import pytest
 from django.db import connection, transaction
 
 from agent_runs.models import Run, RunEvent
-from agent_runs.runtime import execution, turn
+from agent_runs.runtime import turn
 from agent_runs.runtime.usage import RunUsage
-from agent_runs.services.steps import agent_step_advance_journaled, thread_lock_for_job
+from agent_runs.services.lifecycle import run_complete_journaled
+from agent_runs.services.steps import agent_step_advance_journaled
 from billing import services as billing_services
 from billing.models import UsageRecord
 from billing.selectors import run_usage_summary
@@ -78,13 +79,15 @@ def test_each_stage_s_usage_is_committed_on_its_own_before_the_write_that_report
     them reports no usage, and the first token does not wait for the record), the worker's
     before the transaction that writes its answer's end (which reports the run's usage so
     far), the memory stage's before the run's end. Another connection sees them as those
-    writes begin: the router's boundary and the answer's steps (each one statement), the
-    run's end (its transaction takes the thread's lock first)."""
+    writes begin: the router's boundary, the answer's steps and the run's end (each one
+    statement)."""
     seen: list[int] = []
     monkeypatch.setattr(
         turn, "agent_step_advance_journaled", _looking_first(seen, agent_step_advance_journaled)
     )
-    monkeypatch.setattr(execution, "thread_lock_for_job", _looking_first(seen, thread_lock_for_job))
+    monkeypatch.setattr(
+        turn, "run_complete_journaled", _looking_first(seen, run_complete_journaled)
+    )
     price_entry(DEEPSEEK, (None, "0.00000028", "0.00000042", "0.000000028"))
     post_run(alice, run_input())
     work_burst(redis_queue)
