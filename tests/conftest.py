@@ -222,6 +222,18 @@ def start_worker(**env_overrides: str) -> subprocess.Popen[bytes]:
     return subprocess.Popen(command, cwd=settings.BASE_DIR, env=env)
 
 
+def start_model_worker(model: Any, **env_overrides: str) -> subprocess.Popen[bytes]:
+    """``start_worker`` with every stage on the loopback model ``model`` (a ``FakeOpenAI``)."""
+    return start_worker(
+        AGENT_ROUTER_MODEL="openai/gpt-test",
+        AGENT_WORKER_MODEL="openai/gpt-test",
+        AGENT_MEMORY_MODEL="openai/gpt-test",
+        OPENAI_BASE_URL=model.base_url,
+        OPENAI_API_KEY="sk-test",
+        **env_overrides,
+    )
+
+
 @pytest.fixture
 def staff_client(client: Any) -> Any:
     """Django's test client signed in as a superuser (the admin's pages)."""

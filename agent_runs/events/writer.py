@@ -154,9 +154,7 @@ class JournalWriter:
             self._wake.clear()
             batches = self._take()
             shared = len(batches) > 1
-            if not batches:  # what a waiter waits for may have been dropped meanwhile
-                async with self._round_done:
-                    self._round_done.notify_all()
+            if not batches:
                 continue
             try:
                 await self._write(batches)

@@ -333,6 +333,15 @@ class RunTurn:
         self.boundary = asyncio.ensure_future(db_retried(self._boundary_write, ended, then, held))
 
     def _boundary_write(self, ended: StepEnd, then: StepBegin, held: HeldEvents) -> bool:
+        begun, ids = self._advance_written(ended, then, held)
+        self.emitter.ahead_written(held, ids)
+        return begun
+
+    def _advance_written(
+        self, ended: StepEnd, then: StepBegin, held: HeldEvents
+    ) -> tuple[bool, list[int]]:
+        """``agent_step_advance_journaled`` with the boundary's held events: whether the
+        next step was started, and the ids of the events written."""
         self.control, begun, ids = agent_step_advance_journaled(
             run=self.run,
             claim_token=self.claim_token,
@@ -341,8 +350,7 @@ class RunTurn:
             then=then,
             events=held,
         )
-        self.emitter.ahead_written(held, ids)
-        return begun
+        return begun, ids
 
     def boundary_settled(self, stage: Stage, *, failed: bool = False) -> bool:
         """On the loop, once the boundary left in flight has ended (``_boundary_ahead``;
@@ -368,14 +376,7 @@ class RunTurn:
             ],
             last_optional=True,
         )
-        self.control, begun, ids = agent_step_advance_journaled(
-            run=self.run,
-            claim_token=self.claim_token,
-            ended=ended,
-            done=self._stages_done(ended),
-            then=then,
-            events=held,
-        )
+        begun, ids = self._advance_written(ended, then, held)
         self.emitter.held_written(held, ids)
         if begun:
             self.steps_begun.add(then.stage)

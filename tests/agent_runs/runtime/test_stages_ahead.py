@@ -8,7 +8,7 @@ from django.db import transaction
 
 from agent_runs.models import Run, RunEvent, Step
 from agent_runs.services.steps import thread_lock_for_job
-from tests.conftest import post_run, run_input, start_worker, stop_process, wait_for
+from tests.conftest import post_run, run_input, start_model_worker, stop_process, wait_for
 from tests.fake_llm import FakeOpenAI
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.integration]
@@ -24,13 +24,7 @@ def _kinds(run: Run) -> list[tuple[str, str | None]]:
 def test_the_worker_s_model_call_does_not_wait_for_the_router_s_boundary(alice, redis_queue):
     with FakeOpenAI() as model:
         model.delay = 0.5  # each call is in flight for half a second
-        worker = start_worker(
-            AGENT_ROUTER_MODEL="openai/gpt-test",
-            AGENT_WORKER_MODEL="openai/gpt-test",
-            AGENT_MEMORY_MODEL="openai/gpt-test",
-            OPENAI_BASE_URL=model.base_url,
-            OPENAI_API_KEY="sk-test",
-        )
+        worker = start_model_worker(model)
         try:
             body = run_input()
             post_run(alice, body)

@@ -7,6 +7,7 @@ with the events of its start (``agent_step_start_journaled``)."""
 import asyncio
 import threading
 import uuid
+from collections.abc import Callable
 
 import pytest
 from ag_ui.core import RunFinishedEvent, RunStartedEvent, StepFinishedEvent, StepStartedEvent
@@ -204,25 +205,41 @@ def test_a_boundary_that_lost_its_claim_writes_nothing(alice, redis_queue):
     assert emitter.next_seq == 2
 
 
-def test_the_boundary_waits_for_the_threads_lock(alice, redis_queue):
-    run, token, emitter = _journaled_setup(alice)
+def _waits_for_the_threads_lock(
+    run: Run, write: Callable[[], object], *, undone: Callable[[], bool]
+) -> object:
+    """``write()`` on another connection while this one holds the run's thread's lock (what a
+    request that changes the thread's runs takes first): it has done nothing (``undone``)
+    while the lock is held, and goes on once it is let go; what it returned."""
     outcome: list[object] = []
 
-    def advance() -> None:
+    def run_it() -> None:
         try:
-            outcome.append(_advance_journaled(run, token, emitter)[1])
+            outcome.append(write())
         finally:
             connections.close_all()
 
+    writer = threading.Thread(target=run_it)
     with transaction.atomic():
-        # What a request that changes the thread's runs takes first.
         thread_lock_for_job(thread_id=run.thread_id)
-        boundary = threading.Thread(target=advance)
-        boundary.start()
-        boundary.join(timeout=0.5)
-        assert boundary.is_alive() and _steps(run)["router"][0] == Step.Status.RUNNING
-    boundary.join(timeout=10)
-    assert outcome == [True]
+        writer.start()
+        writer.join(timeout=0.5)
+        assert writer.is_alive() and undone()
+    writer.join(timeout=10)
+    assert len(outcome) == 1
+    return outcome[0]
+
+
+def test_the_boundary_waits_for_the_threads_lock(alice, redis_queue):
+    run, token, emitter = _journaled_setup(alice)
+
+    begun = _waits_for_the_threads_lock(
+        run,
+        lambda: _advance_journaled(run, token, emitter)[1],
+        undone=lambda: _steps(run)["router"][0] == Step.Status.RUNNING,
+    )
+
+    assert begun is True
     assert _steps(run)["router"][0] == Step.Status.COMPLETED
 
 
@@ -342,20 +359,12 @@ def test_a_runs_end_whose_claim_is_lost_changes_nothing(alice, redis_queue):
 
 def test_a_runs_end_waits_for_the_threads_lock(alice, redis_queue):
     run, token, emitter = _journaled_setup(alice)
-    outcome: list[object] = []
 
-    def end() -> None:
-        try:
-            outcome.append(_end_journaled(run, token, emitter) is not None)
-        finally:
-            connections.close_all()
+    written = _waits_for_the_threads_lock(
+        run,
+        lambda: _end_journaled(run, token, emitter),
+        undone=lambda: Run.objects.get(pk=run.pk).status == Run.Status.RUNNING,
+    )
 
-    with transaction.atomic():
-        thread_lock_for_job(thread_id=run.thread_id)
-        ending = threading.Thread(target=end)
-        ending.start()
-        ending.join(timeout=0.5)
-        assert ending.is_alive() and Run.objects.get(pk=run.pk).status == Run.Status.RUNNING
-    ending.join(timeout=10)
-    assert outcome == [True]
+    assert written is not None
     assert Run.objects.get(pk=run.pk).status == Run.Status.COMPLETED

@@ -11,7 +11,7 @@ from agent_runs.models import Run, RunEvent, Step
 from agent_runs.services.lifecycle import run_park
 from agent_runs.services.run_claim import run_claim
 from agent_runs.services.run_request import STEP_BUDGET_KEY
-from tests.conftest import send, start_worker, stop_process, wait_for
+from tests.conftest import send, start_model_worker, stop_process, wait_for
 from tests.fake_llm import FakeOpenAI
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.integration]
@@ -19,13 +19,7 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.integration]
 
 def model_worker(model):
     """A real worker whose three stages all call the loopback model."""
-    return start_worker(
-        AGENT_ROUTER_MODEL="openai/gpt-test",
-        AGENT_WORKER_MODEL="openai/gpt-test",
-        AGENT_MEMORY_MODEL="openai/gpt-test",
-        OPENAI_BASE_URL=model.base_url,
-        OPENAI_API_KEY="sk-test",
-    )
+    return start_model_worker(model)
 
 
 def router_calls(model):

@@ -17,7 +17,7 @@ from django.test import Client
 
 from agent_runs.api.authentication import stream_token_issue
 from agent_runs.models import Artifact, RunEvent, Step, Thread
-from tests.conftest import post_run, run_input, send, start_worker, stop_process
+from tests.conftest import post_run, run_input, send, start_model_worker, stop_process
 from tests.conftest import work_burst as run_queued_jobs
 from tests.fake_llm import FakeOpenAI
 
@@ -349,14 +349,7 @@ def test_a_session_counts_on_a_socket_opened_by_a_page_of_this_site_only(
 
 def model_worker(model: FakeOpenAI, storage: Path) -> Any:
     """A real worker whose three stages all call the loopback model."""
-    return start_worker(
-        AGENT_ROUTER_MODEL="openai/gpt-test",
-        AGENT_WORKER_MODEL="openai/gpt-test",
-        AGENT_MEMORY_MODEL="openai/gpt-test",
-        OPENAI_BASE_URL=model.base_url,
-        OPENAI_API_KEY="sk-test",
-        ATTACHMENT_STORAGE_ROOT=str(storage),
-    )
+    return start_model_worker(model, ATTACHMENT_STORAGE_ROOT=str(storage))
 
 
 def test_a_client_that_resubscribes_with_its_last_event_id_gets_every_event_once(

@@ -21,7 +21,7 @@ from billing.models import UsageRecord
 from billing.selectors import format_cost, run_usage_summary
 from tests.agent_runs.sse import SseStream, post_sse, read_sse
 from tests.billing.conftest import price_entry
-from tests.conftest import run_input, start_worker, stop_process, wait_for
+from tests.conftest import run_input, start_model_worker, start_worker, stop_process, wait_for
 from tests.fake_llm import FakeOpenAI
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.integration]
@@ -330,13 +330,7 @@ def test_a_run_s_end_carries_its_usage_per_model_and_its_cost(
     price_entry("openai/gpt-test", (None, "0.000001", "0.000002", None))
     with FakeOpenAI() as model:
         model.usage = {"prompt_tokens": 11, "completion_tokens": 5, "total_tokens": 16}
-        process = start_worker(
-            AGENT_ROUTER_MODEL="openai/gpt-test",
-            AGENT_WORKER_MODEL="openai/gpt-test",
-            AGENT_MEMORY_MODEL="openai/gpt-test",
-            OPENAI_BASE_URL=model.base_url,
-            OPENAI_API_KEY="sk-test",
-        )
+        process = start_model_worker(model)
         try:
             body = conversation(user("u1", "Hello"))
             stream = post_sse(daphne_port, AG_UI, body, token=alice_token, timeout=30)
