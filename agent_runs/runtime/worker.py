@@ -101,6 +101,7 @@ class RunWorker(SimpleWorker):
         self._burst = False
         self._waiting = False
         self._last_beat = -_HEARTBEAT_SKIP_SECONDS  # when RQ's loop last beat (monotonic)
+        self._state = ""  # the state last written to RQ's registry (``set_state``)
         self._host = RunHost(
             concurrency=settings.WORKER_CONCURRENCY, db_threads=settings.WORKER_DB_THREADS
         )
@@ -288,15 +289,33 @@ class RunWorker(SimpleWorker):
         try:
             if error is None:
                 self._finalize_success(job, queue, execution, result)
-                return
-            if held.ending == Ending.STOPPED:
-                self._stopped_job_id = job.id  # RQ marks it stopped, not failed
-            exc_info = (type(error), error, error.__traceback__)
-            self._finalize_failure(job, queue, execution, exc_info)
+            else:
+                if held.ending == Ending.STOPPED:
+                    self._stopped_job_id = job.id  # RQ marks it stopped, not failed
+                exc_info = (type(error), error, error.__traceback__)
+                self._finalize_failure(job, queue, execution, exc_info)
+            # The last job held has ended: a busy worker is idle now (a job taken meanwhile
+            # is held already, and its start, on this thread, comes after and says busy; a
+            # suspended one stays suspended).
+            others = any(other.job_id != held.job_id for other in self._host.held())
+            if self._state == WorkerStatus.BUSY and not others:
+                super().set_state(WorkerStatus.IDLE)
+                self._state = WorkerStatus.IDLE
         except Exception:  # RQ's bookkeeping of one job must not stop the others'
             logger.exception("job %s: its ending was not recorded in RQ", job.id)
 
     # -- heartbeats and commands -----------------------------------------------------
+
+    def set_state(self, state: str, pipeline: Any = None) -> None:
+        """The worker's state in RQ's registry: ``busy`` while it holds a job (set as each
+        job starts, ``_register``), ``idle`` once it holds none (``_finish``). RQ's loop
+        sets ``idle`` before each wait for a job (a round trip to Redis, while the job it
+        has just taken starts): written only when no job is held, since the worker is
+        still busy with the ones it holds."""
+        if state == WorkerStatus.IDLE and pipeline is None and self._host.count():
+            return
+        super().set_state(state, pipeline=pipeline)
+        self._state = state
 
     def heartbeat(self, timeout: int | None = None, pipeline: Any = None) -> None:
         """RQ's heartbeat of the worker in one round trip to Redis (RQ's own makes three

@@ -566,6 +566,53 @@ def test_a_worker_stopped_cold_leaves_rqs_worker_registry(alice, redis_queue, mo
     assert Worker.all(connection=connection_redis()) == []
 
 
+def worker_states() -> list[str]:
+    return [worker.get_state() for worker in Worker.all(connection=connection_redis())]
+
+
+def test_rqs_registry_shows_the_worker_busy_while_it_holds_runs_and_idle_after(
+    alice, redis_queue, model
+):
+    """django-rq's dashboard tells the truth: a worker is ``busy`` while it holds a run,
+    even as its loop waits for more jobs, and ``idle`` once it holds none."""
+    model.delay = 2
+    worker = model_worker(model, app="many-states", WORKER_CONCURRENCY="4")
+    try:
+        wait_for(lambda: worker_states() == ["idle"], 10)
+        post_runs(alice, ["state-1", "state-2"])
+        wait_for(lambda: len(model.requests) >= 2, 10)
+        assert worker_states() == ["busy"]
+        wait_for(lambda: all_ended(["state-1", "state-2"]), 30)
+        wait_for(lambda: worker_states() == ["idle"], 10)
+        assert set(statuses(["state-1", "state-2"]).values()) == {COMPLETED}
+    finally:
+        stop_process(worker)
+
+
+def test_a_suspended_worker_takes_no_job_until_resumed(alice, redis_queue, model):
+    """``rq suspend`` stops the worker taking jobs, though it holds runs and its loop goes
+    on without waiting for them: once the wait for a job it was in when suspended is over
+    (RQ checks between waits); ``rq resume`` lets it go on."""
+    from rq.suspension import resume, suspend
+
+    worker = model_worker(model, app="many-suspend")
+    try:
+        suspend(connection_redis())
+        time.sleep(1.5)
+        post_runs(alice, ["suspended-1"])  # taken by the wait it was in, as RQ does
+        wait_for(lambda: all_ended(["suspended-1"]), 30)
+        time.sleep(1.5)  # its loop has checked since
+        post_runs(alice, ["suspended-2"])
+        time.sleep(2)
+        assert statuses(["suspended-2"]) == {"suspended-2": Run.Status.QUEUED}
+        resume(connection_redis())
+        wait_for(lambda: all_ended(["suspended-2"]), 30)
+        assert statuses(["suspended-2"]) == {"suspended-2": COMPLETED}
+    finally:
+        resume(connection_redis())
+        stop_process(worker)
+
+
 # -- 7. bounded connections ----------------------------------------------------------------
 
 
