@@ -26,6 +26,7 @@ a job or waits for one; with ``WORKER_METRICS_PORT`` set, a thread serves its me
 """
 
 import asyncio
+import contextlib
 import datetime
 import gc
 import inspect
@@ -82,6 +83,10 @@ _DEAD_WORKER_ROWS_KEPT = datetime.timedelta(days=1)
 _STOP_COMMANDS = {"stop-job", "stop-execution"}
 # RQ's loop beats the worker's heartbeat no more often than this (``RunWorker.heartbeat``).
 _HEARTBEAT_SKIP_SECONDS = 1.0
+# How often RQ's loop asks Redis whether ``rq suspend`` stopped the workers taking jobs.
+_SUSPENSION_CHECK_SECONDS = 1.0
+# How long a worker holds no job before RQ's registry shows it idle.
+_IDLE_AFTER_SECONDS = 0.1
 
 
 class RunWorker(SimpleWorker):
@@ -102,6 +107,7 @@ class RunWorker(SimpleWorker):
         self._waiting = False
         self._last_beat = -_HEARTBEAT_SKIP_SECONDS  # when RQ's loop last beat (monotonic)
         self._state = ""  # the state last written to RQ's registry (``set_state``)
+        self._suspension_checked = -_SUSPENSION_CHECK_SECONDS  # when RQ's loop last asked
         self._host = RunHost(
             concurrency=settings.WORKER_CONCURRENCY, db_threads=settings.WORKER_DB_THREADS
         )
@@ -294,21 +300,51 @@ class RunWorker(SimpleWorker):
                     self._stopped_job_id = job.id  # RQ marks it stopped, not failed
                 exc_info = (type(error), error, error.__traceback__)
                 self._finalize_failure(job, queue, execution, exc_info)
-            # The last job held has ended: a busy worker is idle now (a job taken meanwhile
-            # is held already, and its start, on this thread, comes after and says busy; a
-            # suspended one stays suspended).
-            others = any(other.job_id != held.job_id for other in self._host.held())
-            if self._state == WorkerStatus.BUSY and not others:
-                super().set_state(WorkerStatus.IDLE)
-                self._state = WorkerStatus.IDLE
+            if not any(other.job_id != held.job_id for other in self._host.held()):
+                self._idle_soon()
         except Exception:  # RQ's bookkeeping of one job must not stop the others'
             logger.exception("job %s: its ending was not recorded in RQ", job.id)
+
+    def _idle_soon(self) -> None:
+        """The last job held has ended: the worker is idle in RQ's registry once it has held
+        none for ``_IDLE_AFTER_SECONDS`` (a worker that takes its next job at once, as under
+        load, stays busy without a write to Redis between its jobs)."""
+        loop = self._host.loop
+        with contextlib.suppress(RuntimeError):  # the worker is stopping: its loop is closed
+            loop.call_soon_threadsafe(loop.call_later, _IDLE_AFTER_SECONDS, self._idle_check)
+
+    def _idle_check(self) -> None:
+        if not self._host.count():
+            with contextlib.suppress(RuntimeError):  # the worker is stopping
+                self._finisher.submit(self._idle_write)
+
+    def _idle_write(self) -> None:
+        """On the finishing thread, where jobs are registered busy: ``idle``, unless a job
+        was taken meanwhile (a suspended worker stays suspended)."""
+        if self._state == WorkerStatus.BUSY and not self._host.count():
+            try:
+                super().set_state(WorkerStatus.IDLE)
+            except RedisError:
+                logger.warning("the worker's idle state was not recorded in RQ", exc_info=True)
+                return
+            self._state = WorkerStatus.IDLE
+
+    def check_for_suspension(self, burst: bool) -> None:
+        """RQ's check for ``rq suspend`` (a round trip to Redis), made at most once a
+        second: RQ's loop made it for every job it took, as the job's run starts. A
+        suspension stops the worker taking jobs within a second (RQ's own wait while
+        suspended asks once a second too)."""
+        checked = time.monotonic()
+        if checked - self._suspension_checked < _SUSPENSION_CHECK_SECONDS:
+            return
+        self._suspension_checked = checked
+        super().check_for_suspension(burst)
 
     # -- heartbeats and commands -----------------------------------------------------
 
     def set_state(self, state: str, pipeline: Any = None) -> None:
         """The worker's state in RQ's registry: ``busy`` while it holds a job (set as each
-        job starts, ``_register``), ``idle`` once it holds none (``_finish``). RQ's loop
+        job starts, ``_register``), ``idle`` once it holds none (``_idle_soon``). RQ's loop
         sets ``idle`` before each wait for a job (a round trip to Redis, while the job it
         has just taken starts): written only when no job is held, since the worker is
         still busy with the ones it holds."""

@@ -574,7 +574,8 @@ def test_rqs_registry_shows_the_worker_busy_while_it_holds_runs_and_idle_after(
     alice, redis_queue, model
 ):
     """django-rq's dashboard tells the truth: a worker is ``busy`` while it holds a run,
-    even as its loop waits for more jobs, and ``idle`` once it holds none."""
+    even as its loop waits for more jobs, and ``idle`` once it holds none (a tenth of a
+    second after its last job ended)."""
     model.delay = 2
     worker = model_worker(model, app="many-states", WORKER_CONCURRENCY="4")
     try:
@@ -590,9 +591,10 @@ def test_rqs_registry_shows_the_worker_busy_while_it_holds_runs_and_idle_after(
 
 
 def test_a_suspended_worker_takes_no_job_until_resumed(alice, redis_queue, model):
-    """``rq suspend`` stops the worker taking jobs, though it holds runs and its loop goes
-    on without waiting for them: once the wait for a job it was in when suspended is over
-    (RQ checks between waits); ``rq resume`` lets it go on."""
+    """``rq suspend`` stops the worker taking jobs (RQ's check, which the worker makes at
+    most once a second), though it holds runs and its loop goes on without waiting for
+    them: once the wait for a job it was in when suspended is over (RQ checks between
+    waits); ``rq resume`` lets it go on."""
     from rq.suspension import resume, suspend
 
     worker = model_worker(model, app="many-suspend")
@@ -601,7 +603,7 @@ def test_a_suspended_worker_takes_no_job_until_resumed(alice, redis_queue, model
         time.sleep(1.5)
         post_runs(alice, ["suspended-1"])  # taken by the wait it was in, as RQ does
         wait_for(lambda: all_ended(["suspended-1"]), 30)
-        time.sleep(1.5)  # its loop has checked since
+        time.sleep(1.5)  # its loop has checked since (a second after its last check)
         post_runs(alice, ["suspended-2"])
         time.sleep(2)
         assert statuses(["suspended-2"]) == {"suspended-2": Run.Status.QUEUED}
