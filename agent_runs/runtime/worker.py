@@ -106,7 +106,6 @@ class RunWorker(SimpleWorker):
         self._burst = False
         self._waiting = False
         self._last_beat = -_HEARTBEAT_SKIP_SECONDS  # when RQ's loop last beat (monotonic)
-        self._state = ""  # the state last written to RQ's registry (``set_state``)
         self._suspension_checked = -_SUSPENSION_CHECK_SECONDS  # when RQ's loop last asked
         self._host = RunHost(
             concurrency=settings.WORKER_CONCURRENCY, db_threads=settings.WORKER_DB_THREADS
@@ -300,34 +299,31 @@ class RunWorker(SimpleWorker):
                     self._stopped_job_id = job.id  # RQ marks it stopped, not failed
                 exc_info = (type(error), error, error.__traceback__)
                 self._finalize_failure(job, queue, execution, exc_info)
-            if not any(other.job_id != held.job_id for other in self._host.held()):
-                self._idle_soon()
+            self._idle_soon()
         except Exception:  # RQ's bookkeeping of one job must not stop the others'
             logger.exception("job %s: its ending was not recorded in RQ", job.id)
 
     def _idle_soon(self) -> None:
-        """The last job held has ended: the worker is idle in RQ's registry once it has held
-        none for ``_IDLE_AFTER_SECONDS`` (a worker that takes its next job at once, as under
-        load, stays busy without a write to Redis between its jobs)."""
+        """A job has ended: the worker is idle in RQ's registry once it has held no job for
+        ``_IDLE_AFTER_SECONDS`` (a worker that takes its next job at once, as under load,
+        stays busy without a write to Redis between its jobs)."""
         loop = self._host.loop
         with contextlib.suppress(RuntimeError):  # the worker is stopping: its loop is closed
-            loop.call_soon_threadsafe(loop.call_later, _IDLE_AFTER_SECONDS, self._idle_check)
+            loop.call_soon_threadsafe(loop.call_later, _IDLE_AFTER_SECONDS, self._idle_later)
 
-    def _idle_check(self) -> None:
-        if not self._host.count():
-            with contextlib.suppress(RuntimeError):  # the worker is stopping
-                self._finisher.submit(self._idle_write)
+    def _idle_later(self) -> None:
+        with contextlib.suppress(RuntimeError):  # the worker is stopping
+            self._finisher.submit(self._idle_write)
 
     def _idle_write(self) -> None:
         """On the finishing thread, where jobs are registered busy: ``idle``, unless a job
-        was taken meanwhile (a suspended worker stays suspended)."""
-        if self._state == WorkerStatus.BUSY and not self._host.count():
-            try:
-                super().set_state(WorkerStatus.IDLE)
-            except RedisError:
-                logger.warning("the worker's idle state was not recorded in RQ", exc_info=True)
-                return
-            self._state = WorkerStatus.IDLE
+        is held (a suspended worker stays suspended)."""
+        if self.get_state() != WorkerStatus.BUSY or self._host.count():
+            return
+        try:
+            self.set_state(WorkerStatus.IDLE)
+        except RedisError:
+            logger.warning("the worker's idle state was not recorded in RQ", exc_info=True)
 
     def check_for_suspension(self, burst: bool) -> None:
         """RQ's check for ``rq suspend`` (a round trip to Redis), made at most once a
@@ -351,7 +347,6 @@ class RunWorker(SimpleWorker):
         if state == WorkerStatus.IDLE and pipeline is None and self._host.count():
             return
         super().set_state(state, pipeline=pipeline)
-        self._state = state
 
     def heartbeat(self, timeout: int | None = None, pipeline: Any = None) -> None:
         """RQ's heartbeat of the worker in one round trip to Redis (RQ's own makes three
