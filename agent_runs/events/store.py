@@ -16,7 +16,7 @@ from django.conf import settings
 from django.db import connection as db_connection
 from django.db import transaction
 
-from agent_runs.models import Run, RunEvent
+from agent_runs.models import Run, RunEvent, Thread
 
 
 def stream_key(thread_id: uuid.UUID | str) -> str:
@@ -65,7 +65,10 @@ def _insert_statement(
     at: datetime,
 ) -> tuple[str, list[Any]]:
     """The fenced multi-row INSERT of ``insert_events`` and its parameters."""
-    fence, fence_params = "TRUE", []
+    # A write of no claim: the thread's row locked as a foreign key's check locks it (the
+    # journal has none, models/events.py), so a thread deleted meanwhile gets no rows.
+    fence = f"EXISTS (SELECT 1 FROM {Thread._meta.db_table} t WHERE t.id = %s FOR KEY SHARE)"
+    fence_params: list[Any] = [run.thread_id]
     if claim_token is not None:
         fence = (
             f"EXISTS (SELECT 1 FROM {Run._meta.db_table} r WHERE r.id = %s "
@@ -121,12 +124,13 @@ def _insert_events_portable(
     """The same on SQLite (the quick start), whose write lock makes check-then-insert in one
     transaction as safe as the fenced statement."""
     with transaction.atomic():
-        if (
-            claim_token is not None
-            and not Run.objects.filter(
+        if claim_token is None:
+            fenced = Thread.objects.filter(pk=run.thread_id).exists()
+        else:
+            fenced = Run.objects.filter(
                 pk=run.pk, claim_token=claim_token, status=Run.Status.RUNNING
             ).exists()
-        ):
+        if not fenced:
             return []
         rows = RunEvent.objects.bulk_create(
             [

@@ -25,7 +25,7 @@ from agent_runs.db import db_call
 from agent_runs.errors import RunNoLongerRunning
 from agent_runs.events.codec import epoch_microseconds
 from agent_runs.events.store import insert_events, stream_key
-from agent_runs.models import Run, RunEvent
+from agent_runs.models import Run, RunEvent, Thread
 
 logger = logging.getLogger(__name__)
 
@@ -39,9 +39,11 @@ _ROUND_INSERT = (
     "SELECT v.thread_id, v.run_id, v.seq, v.type, v.payload::jsonb, %s "
     "FROM unnest(%b::uuid[], %b::bigint[], %b::uuid[], %b::integer[], %b::text[], %b::text[]) "
     "AS v(thread_id, run_id, claim_token, seq, type, payload) "
-    "WHERE v.claim_token IS NULL OR EXISTS (SELECT 1 FROM "
+    "WHERE CASE WHEN v.claim_token IS NULL THEN EXISTS (SELECT 1 FROM "
+    f"{Thread._meta.db_table} t WHERE t.id = v.thread_id FOR KEY SHARE) "
+    "ELSE EXISTS (SELECT 1 FROM "
     f"{Run._meta.db_table} r WHERE r.id = v.run_id AND r.claim_token = v.claim_token "
-    "AND r.status = %s FOR SHARE) "
+    "AND r.status = %s FOR SHARE) END "
     "RETURNING id, run_id"
 )
 

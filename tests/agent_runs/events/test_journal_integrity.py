@@ -26,6 +26,7 @@ from agent_runs.events.emitter import RunEventEmitter
 from agent_runs.models import Message, Run, RunEvent
 from agent_runs.services.lifecycle import run_complete, run_dispatch_next, runs_recover
 from agent_runs.services.run_claim import run_claim
+from agent_runs.services.threads import thread_delete
 from tests.agent_runs.sse import read_sse
 from tests.conftest import post_run, run_input, start_worker, stop_process, wait_for, work_burst
 from tests.fake_llm import FakeOpenAI
@@ -183,6 +184,28 @@ def test_a_write_under_a_lost_claim_is_refused_and_stores_nothing(alice, redis_q
     with pytest.raises(RunNoLongerRunning):
         stranger.emit(StepStartedEvent(step_name="worker", **wire_ids(run)))
     assert list(RunEvent.objects.filter(run=run).values_list("seq", flat=True)) == [0, 1]
+
+
+def test_a_write_of_no_claim_for_a_deleted_thread_stores_nothing_and_deleting_takes_the_journal(
+    alice, redis_queue
+):
+    # The journal has no foreign key constraints: each write fences its batch instead. A
+    # write of no claim (a web-side end) locks the thread's row as the constraint did; a
+    # thread deleted meanwhile gets no rows, not orphans.
+    body = run_input()
+    post_run(alice, body)
+    run, _emitter = claim_and_start(body["runId"])
+    assert RunEvent.objects.filter(thread_id=run.thread_id).count() == 2
+    Run.objects.filter(pk=run.pk).update(status=Run.Status.COMPLETED)
+
+    thread_delete(thread=run.thread)
+
+    assert not RunEvent.objects.filter(thread_id=run.thread_id).exists()  # the ORM's cascade
+    unclaimed = RunEventEmitter(run=run, claim_token=None, batch_window=0)
+    with pytest.raises(RunNoLongerRunning):
+        unclaimed.emit(RunStartedEvent(thread_id=str(run.thread_id), run_id=run.run_id))
+    assert not RunEvent.objects.filter(thread_id=run.thread_id).exists()
+    assert not RunEvent.objects.filter(run_id=run.pk).exists()
 
 
 def test_the_sweeper_leaves_a_beating_run_alone_after_redis_is_flushed_and_stops_a_silent_one(
