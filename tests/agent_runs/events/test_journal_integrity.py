@@ -18,12 +18,12 @@ from ag_ui.core import (
     StepFinishedEvent,
     StepStartedEvent,
 )
-from django.db import connection
+from django.db import connection, connections, transaction
 from django.utils import timezone
 
 from agent_runs.errors import RunNoLongerRunning
 from agent_runs.events.emitter import RunEventEmitter
-from agent_runs.models import Message, Run, RunEvent
+from agent_runs.models import Message, Run, RunEvent, Thread
 from agent_runs.services.lifecycle import run_complete, run_dispatch_next, runs_recover
 from agent_runs.services.run_claim import run_claim
 from agent_runs.services.threads import thread_delete
@@ -206,6 +206,40 @@ def test_a_write_of_no_claim_for_a_deleted_thread_stores_nothing_and_deleting_ta
         unclaimed.emit(RunStartedEvent(thread_id=str(run.thread_id), run_id=run.run_id))
     assert not RunEvent.objects.filter(thread_id=run.thread_id).exists()
     assert not RunEvent.objects.filter(run_id=run.pk).exists()
+
+
+def test_a_write_of_no_claim_waits_for_a_thread_being_deleted_then_stores_nothing(
+    alice, redis_queue
+):
+    # The fence's lock is the one the constraint's check took: a deletion holding the
+    # thread's row makes the write wait, and once it commits the write finds no thread.
+    body = run_input()
+    post_run(alice, body)
+    run, _emitter = claim_and_start(body["runId"])
+    Run.objects.filter(pk=run.pk).update(status=Run.Status.COMPLETED)
+    outcome: list[str] = []
+
+    def write() -> None:
+        unclaimed = RunEventEmitter(run=run, claim_token=None, batch_window=0)
+        try:
+            unclaimed.emit(RunStartedEvent(thread_id=str(run.thread_id), run_id=run.run_id))
+            outcome.append("written")
+        except RunNoLongerRunning:
+            outcome.append("refused")
+        finally:
+            connections.close_all()
+
+    writer = threading.Thread(target=write)
+    with transaction.atomic():
+        locked = Thread.objects.select_for_update().get(pk=run.thread_id)
+        writer.start()
+        writer.join(timeout=0.5)
+        assert writer.is_alive() and not outcome  # it waits for the deletion
+        locked.delete()
+    writer.join(timeout=10)
+
+    assert outcome == ["refused"]
+    assert not RunEvent.objects.filter(thread_id=run.thread_id).exists()
 
 
 def test_the_sweeper_leaves_a_beating_run_alone_after_redis_is_flushed_and_stops_a_silent_one(
